@@ -1,0 +1,5 @@
+import sys
+
+from omjax.cli import main
+
+sys.exit(main())
