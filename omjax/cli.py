@@ -13,6 +13,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "rollout": ("omjax.envs.overcooked.cli", "random-policy Overcooked rollouts; prints returns"),
     "burnin": ("omjax.options.cli", "uniform-random option burn-in (Stage 2); writes jsonl records"),
     "guards": ("omjax.options.cli", "burn-in + guard synthesis (Stages 2-3) for a game"),
+    "menu": ("omjax.options.cli", "print the option menu an agent sees at the start state"),
     "train": ("omjax.train.cli", "PA-MAGRPO training from a YAML config"),
     "eval": ("omjax.eval.cli", "held-out evaluation of a checkpoint with bootstrap CIs"),
     "audit": ("omjax.eval.audit_cli", "behavioural audits (histograms, solo test, heatmaps, patches)"),
