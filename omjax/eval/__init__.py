@@ -1,0 +1,1 @@
+"""Held-out evaluation, statistics and behavioural audits (paper §6.2-§6.4)."""
