@@ -1,0 +1,62 @@
+"""Flax (pure-function) text decoders for the policy LLMs, their loader and functional LoRA.
+
+Entry points:
+- `load(path_or_name, dtype=...)` -> `Model` with `.config`, `.params`, `.tokenizer`, `.logits`.
+- `family(model_type)` -> the family module for an HF `model_type`.
+- `memory_estimate(cfg, n_agents, lora_rank, batch, seq)` -> bytes per component.
+- `omjax.models.lora` (adapters), `omjax.models.inference` (sampling, menu scoring, log-probs).
+
+Family contract (one module per HF `model_type`, registered in `FAMILIES`):
+
+    Config                      frozen, hashable dataclass (a jit static argument); has
+                                `vocab_size`, `num_layers` and `n_params` (frozen-base count)
+    config_from_hf(hf: dict) -> Config
+    params_from_hf(cfg, get, dtype) -> params pytree
+        `get(name)` returns the HF tensor called `name` (raises naming it if missing); each
+        tensor's shape is checked with `base.take` (error names the tensor). Linear weights
+        are `[D_in, D_out]`; `params["layers"]` is a Python list of per-layer dicts.
+    lora_shapes(cfg) -> [{target: (d_in, d_out)}] per layer, targets among q k v o gate up down
+    init_cache(cfg, batch, max_len, dtype) -> cache (see `omjax.models.base`)
+    forward(params, cfg, tokens[B, T] int32, *, attention_mask[B, T] | None = None,
+            lora | None = None, lora_scale: float = 1.0, cache | None = None,
+            last_only: bool = False, remat: bool = False) -> (logits f32, cache)
+        logits are `[B, T, V]`, or `[B, 1, V]` (final position only) with `last_only`. Padding
+        is on the left whenever a cache or `last_only` is used. `lora` is one adapter tree
+        `{"layers": [{target: {"a", "b"}}]}` (no agent axis); `remat` wraps each layer in
+        `jax.checkpoint`. The returned cache is None when no cache was passed.
+"""
+
+from __future__ import annotations
+
+import importlib
+from types import ModuleType
+
+FAMILIES: dict[str, str] = {
+    "llama": "omjax.models.llama",
+    "qwen3": "omjax.models.qwen3",
+    "qwen3_5": "omjax.models.qwen3_5",
+    "qwen3_5_text": "omjax.models.qwen3_5",
+    "gemma4": "omjax.models.gemma4",
+    "gemma4_text": "omjax.models.gemma4",
+}
+
+
+def family(model_type: str) -> ModuleType:
+    """The family module for an HF `model_type` (imported on first use)."""
+    if model_type not in FAMILIES:
+        raise ValueError(f"unsupported model_type {model_type!r}; supported: {sorted(FAMILIES)}")
+    return importlib.import_module(FAMILIES[model_type])
+
+
+def load(path_or_name, dtype=None, **kwargs):
+    """Load a model; see `omjax.models.loader.load`."""
+    from omjax.models.loader import load as _load
+
+    return _load(path_or_name, dtype=dtype, **kwargs)
+
+
+def memory_estimate(cfg, n_agents: int, lora_rank: int, batch: int, seq: int, **kwargs) -> dict:
+    """Training-memory arithmetic; see `omjax.models.memory.memory_estimate`."""
+    from omjax.models.memory import memory_estimate as _estimate
+
+    return _estimate(cfg, n_agents, lora_rank, batch, seq, **kwargs)

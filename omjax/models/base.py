@@ -1,0 +1,260 @@
+"""Building blocks shared by every decoder family (pure functions over arrays).
+
+Conventions every family follows:
+- Linear weights are stored `[D_in, D_out]` so a projection is `x @ w`.
+- Hidden states are `[B, T, D]`; attention heads are `[B, T, H, Dh]`.
+- Positions are per row (`[B, T]` int32) because prompts are left-padded: a padding slot gets
+  position -1 and is never attended to.
+- A decode cache is a dict `{"layers": [per-layer dict], "positions": [B, S] int32,
+  "index": int32 []}`: `positions[b, s]` is the rotary position of the token stored in slot `s`
+  (-1 for an empty or padding slot) and `index` is the next slot to write. All rows write the
+  same slot range, so writes are one `dynamic_update_slice`; causality is by slot order.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import flax.struct
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+# A large finite negative instead of -inf: a fully masked row (a left-padding query) then gets a
+# uniform softmax instead of NaNs that would poison gradients through `jnp.where`.
+_MASK_VALUE = -1e30
+
+
+# --------------------------------------------------------------------------- weight loading
+
+
+def take(get: Callable[[str], np.ndarray], name: str, shape: tuple[int, ...], dtype,
+         *, transpose: bool = False) -> jax.Array:
+    """Fetch HF tensor `name`, check its HF shape, optionally transpose, cast to `dtype`.
+
+    `shape` is the shape as stored by Hugging Face (torch `nn.Linear` is `[D_out, D_in]`);
+    `transpose=True` turns such a weight into the `[D_in, D_out]` layout used here.
+    """
+    arr = np.asarray(get(name))
+    if tuple(arr.shape) != tuple(shape):
+        raise ValueError(f"tensor {name!r}: checkpoint shape {tuple(arr.shape)} but the config "
+                         f"implies {tuple(shape)}")
+    if transpose:
+        arr = arr.T
+    return jnp.asarray(arr, dtype=dtype)
+
+
+# --------------------------------------------------------------------------- norms and MLPs
+
+
+def rms_norm(x: jax.Array, w: jax.Array, eps: float, *, unit_offset: bool = False) -> jax.Array:
+    """RMSNorm computed in f32 (as the HF references do), cast back to `x.dtype`.
+
+    `unit_offset=True` scales by `1 + w` (Gemma / Qwen3.5 store the weight as an offset).
+    """
+    xf = x.astype(jnp.float32)
+    y = xf * jax.lax.rsqrt(jnp.mean(xf * xf, axis=-1, keepdims=True) + eps)
+    scale = w.astype(jnp.float32)
+    if unit_offset:
+        scale = 1.0 + scale
+    return (y * scale).astype(x.dtype)
+
+
+def lora_linear(x: jax.Array, w: jax.Array, lora_layer: dict | None, target: str,
+                scale: float, bias: jax.Array | None = None) -> jax.Array:
+    """`x @ w (+ bias)` plus the adapter for `target` if this layer's LoRA dict has one."""
+    from omjax.models.lora import linear
+
+    ab = None if lora_layer is None else lora_layer.get(target)
+    y = linear(x, w, ab, scale)
+    return y if bias is None else y + bias.astype(y.dtype)
+
+
+def swiglu_mlp(x: jax.Array, p: dict, lora_layer: dict | None, scale: float,
+               act: Callable[[jax.Array], jax.Array] = jax.nn.silu) -> jax.Array:
+    """`down(act(gate(x)) * up(x))`; `p` holds `gate`, `up`, `down` as `[D_in, D_out]`."""
+    g = lora_linear(x, p["gate"], lora_layer, "gate", scale)   # [B, T, F]
+    u = lora_linear(x, p["up"], lora_layer, "up", scale)       # [B, T, F]
+    return lora_linear(act(g) * u, p["down"], lora_layer, "down", scale)  # [B, T, D]
+
+
+# --------------------------------------------------------------------------- rotary embedding
+
+
+def rope_inv_freq(rotary_dim: int, theta: float, scaling: dict | None = None) -> np.ndarray:
+    """Inverse frequencies `[rotary_dim // 2]` for the HF rope types used by our families.
+
+    Supported `scaling["rope_type"]`: "default" (or no scaling), "linear", "llama3".
+    """
+    inv = 1.0 / (theta ** (np.arange(0, rotary_dim, 2, dtype=np.float64) / rotary_dim))
+    rope_type = "default" if not scaling else scaling.get("rope_type", scaling.get("type", "default"))
+    if rope_type == "default":
+        return inv.astype(np.float32)
+    if rope_type == "linear":
+        return (inv / float(scaling["factor"])).astype(np.float32)
+    if rope_type == "llama3":
+        factor = float(scaling["factor"])
+        low = float(scaling["low_freq_factor"])
+        high = float(scaling["high_freq_factor"])
+        old_len = float(scaling["original_max_position_embeddings"])
+        wavelen = 2 * np.pi / inv
+        low_wavelen, high_wavelen = old_len / low, old_len / high
+        smooth = (old_len / wavelen - low) / (high - low)
+        scaled = np.where(wavelen > low_wavelen, inv / factor, inv)
+        mid = (wavelen <= low_wavelen) & (wavelen >= high_wavelen)
+        scaled = np.where(mid, (1 - smooth) * inv / factor + smooth * inv, scaled)
+        return scaled.astype(np.float32)
+    raise ValueError(f"unsupported rope scaling type {rope_type!r} (supported: default, linear, llama3)")
+
+
+def rope_cos_sin(positions: jax.Array, inv_freq: np.ndarray) -> tuple[jax.Array, jax.Array]:
+    """cos/sin tables `[B, T, R]` (R = rotary dim) for per-row positions `[B, T]`."""
+    ang = positions.astype(jnp.float32)[..., None] * jnp.asarray(inv_freq)  # [B, T, R/2]
+    ang = jnp.concatenate([ang, ang], axis=-1)                              # [B, T, R]
+    return jnp.cos(ang), jnp.sin(ang)
+
+
+def apply_rope(x: jax.Array, cos: jax.Array, sin: jax.Array) -> jax.Array:
+    """HF "rotate_half" rotary on the first R channels of `x` `[B, T, H, Dh]`; the rest pass.
+
+    Partial rotary (R < Dh, as in Qwen3.5) leaves channels R.. untouched.
+    """
+    r = cos.shape[-1]
+    xr, xp = x[..., :r].astype(jnp.float32), x[..., r:]
+    c, s = cos[:, :, None, :], sin[:, :, None, :]                 # [B, T, 1, R]
+    half = r // 2
+    rot = jnp.concatenate([-xr[..., half:], xr[..., :half]], axis=-1)
+    out = (xr * c + rot * s).astype(x.dtype)
+    return out if xp.shape[-1] == 0 else jnp.concatenate([out, xp], axis=-1)
+
+
+# --------------------------------------------------------------------------- attention
+
+
+def attention(q: jax.Array, k: jax.Array, v: jax.Array, mask: jax.Array, *, scale: float,
+              softcap: float | None = None) -> jax.Array:
+    """Grouped-query attention.
+
+    q: [B, T, Hq, Dh]; k, v: [B, S, Hkv, Dh(v)]; mask: [B, T, S] bool (True = may attend).
+    Returns [B, T, Hq, Dv]. Scores and softmax run in f32.
+    """
+    b, t, hq, dh = q.shape
+    hkv = k.shape[2]
+    if hq % hkv:
+        raise ValueError(f"{hq} query heads are not a multiple of {hkv} key/value heads")
+    g = hq // hkv
+    qg = q.reshape(b, t, hkv, g, dh)                                        # [B, T, K, G, Dh]
+    s = jnp.einsum("btkgd,bskd->bkgts", qg, k,
+                   preferred_element_type=jnp.float32) * scale              # [B, K, G, T, S]
+    if softcap is not None:
+        s = softcap * jnp.tanh(s / softcap)
+    s = jnp.where(mask[:, None, None, :, :], s, _MASK_VALUE)
+    p = jax.nn.softmax(s, axis=-1).astype(v.dtype)
+    o = jnp.einsum("bkgts,bskd->btkgd", p, v)                               # [B, T, K, G, Dv]
+    return o.reshape(b, t, hq, v.shape[-1])
+
+
+def attention_mask_from_positions(q_slots: jax.Array, q_pos: jax.Array, kv_pos: jax.Array,
+                                  *, sliding_window: int | None = None) -> jax.Array:
+    """Mask `[B, T, S]`: key slot s is visible to query t iff it holds a real token
+    (`kv_pos >= 0`), comes no later (`s <= q_slots[t]`) and, for sliding-window layers, lies
+    within the window in position space (`q_pos - kv_pos < window`).
+
+    q_slots: [T] slot index of each query; q_pos: [B, T]; kv_pos: [B, S].
+    """
+    s = kv_pos.shape[1]
+    causal = jnp.arange(s)[None, :] <= q_slots[:, None]                    # [T, S]
+    m = causal[None] & (kv_pos >= 0)[:, None, :]                           # [B, T, S]
+    if sliding_window is not None:
+        m = m & ((q_pos[:, :, None] - kv_pos[:, None, :]) < sliding_window)
+    return m
+
+
+# --------------------------------------------------------------------------- positions & cache
+
+
+def token_positions(attention_mask: jax.Array, start: jax.Array | None = None) -> jax.Array:
+    """Rotary positions `[B, T]` of a left- (or right-) padded chunk; padding gets -1.
+
+    `start` `[B]` is the number of real tokens already in the cache for each row.
+    """
+    m = attention_mask.astype(jnp.int32)
+    pos = jnp.cumsum(m, axis=1) - 1
+    if start is not None:
+        pos = pos + start[:, None]
+    return jnp.where(m > 0, pos, -1)
+
+
+def init_cache_common(layers: list[dict], batch: int, max_len: int) -> dict:
+    """Assemble a cache from family-built per-layer dicts (see the module docstring)."""
+    return {"layers": layers,
+            "positions": jnp.full((batch, max_len), -1, jnp.int32),
+            "index": jnp.zeros((), jnp.int32)}
+
+
+def kv_layer_cache(batch: int, max_len: int, n_kv: int, head_dim: int, dtype,
+                   v_head_dim: int | None = None) -> dict:
+    """Empty k/v buffers `[B, S, Hkv, Dh]` for one attention layer."""
+    return {"k": jnp.zeros((batch, max_len, n_kv, head_dim), dtype),
+            "v": jnp.zeros((batch, max_len, n_kv, v_head_dim or head_dim), dtype)}
+
+
+@flax.struct.dataclass
+class Context:
+    """Per-call position bookkeeping shared by all layers of one forward pass.
+
+    Built once by `make_context`. A pytree, so it can be passed through `jax.checkpoint`.
+    """
+
+    q_pos: jax.Array
+    """[B, T] rotary position of each query token (-1 for padding)."""
+    kv_pos: jax.Array
+    """[B, S] position of each key slot (S = T without a cache, the cache length with one)."""
+    q_slots: jax.Array
+    """[T] slot index of each query token (causality is by slot order)."""
+    write_index: jax.Array | None
+    """[] cache slot where this chunk is written; None without a cache."""
+
+    def mask(self, sliding_window: int | None = None) -> jax.Array:
+        """`[B, T, S]` attention mask (recomputed per call: XLA merges identical copies)."""
+        return attention_mask_from_positions(self.q_slots, self.q_pos, self.kv_pos,
+                                             sliding_window=sliding_window)
+
+
+def make_context(tokens: jax.Array, attention_mask: jax.Array | None,
+                 cache: dict | None) -> tuple[Context, dict | None]:
+    """Positions and masks for a chunk `tokens [B, T]`, and the cache with positions advanced.
+
+    Without a cache the chunk attends to itself. With a cache the chunk is written at slots
+    `[index, index + T)` and attends to every earlier real slot.
+    """
+    b, t = tokens.shape
+    if attention_mask is None:
+        attention_mask = jnp.ones((b, t), jnp.int32)
+    if cache is None:
+        q_pos = token_positions(attention_mask)
+        return Context(q_pos=q_pos, kv_pos=q_pos, q_slots=jnp.arange(t), write_index=None), None
+    idx = cache["index"]
+    start = jnp.max(cache["positions"], axis=1) + 1                          # [B]
+    q_pos = token_positions(attention_mask, start)                           # [B, T]
+    kv_pos = jax.lax.dynamic_update_slice(cache["positions"], q_pos, (0, idx))
+    ctx = Context(q_pos=q_pos, kv_pos=kv_pos, q_slots=idx + jnp.arange(t), write_index=idx)
+    return ctx, {**cache, "positions": kv_pos, "index": idx + t}
+
+
+def cache_write(layer_cache: dict, ctx: Context, **new: jax.Array) -> dict:
+    """Write this chunk's per-layer tensors (`k=[B, T, H, Dh]`, ...) at the cache offset."""
+    out = dict(layer_cache)
+    for name, val in new.items():
+        buf = layer_cache[name]
+        starts = (0, ctx.write_index) + (0,) * (buf.ndim - 2)
+        out[name] = jax.lax.dynamic_update_slice(buf, val.astype(buf.dtype), starts)
+    return out
+
+
+def unembed(h: jax.Array, w: jax.Array, *, softcap: float | None = None) -> jax.Array:
+    """Logits `[B, T, V]` in f32 from final hidden states `[B, T, D]` and `w` `[D, V]`."""
+    logits = jnp.einsum("btd,dv->btv", h, w, preferred_element_type=jnp.float32)
+    if softcap is not None:
+        logits = softcap * jnp.tanh(logits / softcap)
+    return logits

@@ -1,0 +1,12 @@
+"""The `llama` family (SmolLM2, Llama 2/3): a dense GQA decoder, see `omjax.models.dense`."""
+
+from __future__ import annotations
+
+from omjax.models.dense import DenseConfig as Config
+from omjax.models.dense import dense_config_from_hf, forward, init_cache, lora_shapes, params_from_hf
+
+__all__ = ["Config", "config_from_hf", "params_from_hf", "lora_shapes", "forward", "init_cache"]
+
+
+def config_from_hf(hf_config: dict) -> Config:
+    return dense_config_from_hf(hf_config, "llama", qk_norm=False)
