@@ -1,0 +1,1 @@
+"""Environments: `omjax.envs.overcooked` (JAX-native Overcooked-AI)."""

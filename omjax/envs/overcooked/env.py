@@ -1,0 +1,358 @@
+"""JAX-native Overcooked with the dynamics of `overcooked_ai_py` 1.1.0 `OvercookedGridworld`.
+
+One step follows `OvercookedGridworld.get_state_transition` exactly:
+1. INTERACTs resolve one agent after the other in agent order, each seeing the state the previous
+   one left (agent 0 can drop an onion on a counter that agent 1 picks up in the same step).
+2. Movement: each moving agent turns to its action's direction even when blocked; it moves only
+   onto floor. If any two agents would end on one cell or swap cells, every agent stays put
+   (orientations still change).
+3. Time advances by one and every cooking pot ticks once (so a pot started this step shows tick 1).
+
+Pots take up to `MAX_INGREDIENTS` ingredients while idle; an INTERACT with empty hands on an idle
+non-empty pot starts cooking; a dish takes a ready soup; delivering a soup on a serving cell scores
+the layout's value for that recipe (0 for a recipe not in the layout's orders, so on the classic
+layouts only the 3-onion soup scores, 20). The team reward is the sum over agents, given to all.
+"""
+
+from __future__ import annotations
+
+from functools import partial
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from flax import struct
+from jaxmarl.environments import spaces
+from jaxmarl.environments.multi_agent_env import MultiAgentEnv
+
+from omjax.envs.overcooked.items import (
+    DIR_VEC,
+    NUM_ACTIONS,
+    NUM_ITEMS,
+    Action,
+    Item,
+    PotPhase,
+    is_soup,
+    soup_item,
+    soup_onions,
+    soup_tomatoes,
+)
+from omjax.envs.overcooked.layout import MAX_INGREDIENTS, Layout, Terrain, load_layout
+
+# OvercookedGridworld BASE_REW_SHAPING_PARAMS (every shipped layout leaves rew_shaping_params None).
+PLACEMENT_IN_POT_REW = 3
+DISH_PICKUP_REWARD = 3
+SOUP_PICKUP_REWARD = 5
+
+# Pot tick of an idle pot (overcooked_ai_py SoupState cooking_tick -1 = not started).
+POT_IDLE = -1
+
+# Per-agent events reported in `infos["events"]`, a subset of overcooked_ai_py EVENT_TYPES with the
+# same meaning, plus `cook_start` (an INTERACT that started a pot cooking).
+EVENTS = ("onion_pickup", "tomato_pickup", "dish_pickup", "soup_pickup", "onion_drop", "tomato_drop",
+          "dish_drop", "soup_drop", "potting_onion", "potting_tomato", "cook_start", "soup_delivery")
+
+# Observation channels, see `Overcooked.get_obs`.
+OBS_CHANNELS = ("terrain", "counter_item", "pot_onions", "pot_tomatoes", "pot_tick_plus_1",
+                "self_facing_plus_1", "self_held", "others_facing_plus_1", "others_held")
+
+
+@struct.dataclass
+class State:
+    """Dynamic state of one Overcooked game (A agents, P pots, an H x W grid)."""
+
+    pos: jax.Array  # int32 [A, 2] (x, y)
+    facing: jax.Array  # int32 [A] Direction index (N, S, E, W)
+    held: jax.Array  # int32 [A] Item code
+    counter: jax.Array  # int32 [H, W] Item code on each counter cell, Item.NONE elsewhere
+    pot_onions: jax.Array  # int32 [P]
+    pot_tomatoes: jax.Array  # int32 [P]
+    pot_tick: jax.Array  # int32 [P] ticks cooked; POT_IDLE (-1) until cooking starts
+    time: jax.Array  # int32 [] steps taken (overcooked_ai_py timestep)
+
+
+def pot_cook_time(layout: Layout, state: State) -> jax.Array:
+    """int32 [P]: cook time of the soup in each pot (that of its current ingredients)."""
+    table = jnp.asarray(layout.soup_cook_time)  # [4, 4]
+    return table[state.pot_onions, state.pot_tomatoes]
+
+
+def pot_phase(layout: Layout, state: State) -> jax.Array:
+    """int32 [P]: the `PotPhase` of every pot. Accepts a `Layout` or an `Overcooked` env."""
+    layout = getattr(layout, "layout", layout)
+    ingredients = state.pot_onions + state.pot_tomatoes  # [P]
+    idle = state.pot_tick < 0
+    ready = ~idle & (state.pot_tick >= pot_cook_time(layout, state))
+    return jnp.select(
+        [idle & (ingredients == 0), idle & (ingredients < MAX_INGREDIENTS), idle, ~ready],
+        [PotPhase.EMPTY, PotPhase.FILLING, PotPhase.FULL, PotPhase.COOKING],
+        PotPhase.READY,
+    ).astype(jnp.int32)
+
+
+def initial_state(layout: Layout) -> State:
+    """The layout's standard start state (overcooked_ai_py `get_standard_start_state`)."""
+    return State(
+        pos=jnp.asarray(layout.start_pos), facing=jnp.asarray(layout.start_facing),
+        held=jnp.asarray(layout.start_held), counter=jnp.asarray(layout.start_counter),
+        pot_onions=jnp.asarray(layout.start_pot_onions),
+        pot_tomatoes=jnp.asarray(layout.start_pot_tomatoes),
+        pot_tick=jnp.asarray(layout.start_pot_tick), time=jnp.zeros((), jnp.int32))
+
+
+def _resolve_interacts(layout: Layout, state: State, actions: jax.Array):
+    """Apply every agent's INTERACT in agent order. Returns (state, sparse [A], shaped [A], events)."""
+    height, width = layout.height, layout.width
+    grid = jnp.asarray(layout.grid.reshape(-1))  # [H*W]
+    pot_of_cell = jnp.asarray(layout.pot_index.reshape(-1))  # [H*W]
+    soup_value = jnp.asarray(layout.soup_value)  # [4, 4]
+    cook_table = jnp.asarray(layout.soup_cook_time)  # [4, 4]
+    is_counter_cell = grid == Terrain.COUNTER  # [H*W]
+    cells = jnp.arange(height * width)
+    pots = jnp.arange(layout.num_pots)
+    num_agents = layout.num_agents
+
+    held = state.held
+    counter = state.counter.reshape(-1)  # [H*W]
+    onions, tomatoes, tick = state.pot_onions, state.pot_tomatoes, state.pot_tick  # [P] each
+    # Shaped dish reward looks at pot phases as they were before anyone interacted.
+    phase0 = pot_phase(layout, state)
+    non_empty_pots = jnp.sum((phase0 == PotPhase.FILLING) | (phase0 == PotPhase.COOKING)
+                             | (phase0 == PotPhase.READY))
+    sparse, shaped, events = [], [], {name: [] for name in EVENTS}
+    for i in range(num_agents):
+        target = state.pos[i] + jnp.asarray(DIR_VEC)[state.facing[i]]  # [2] (x, y)
+        cell = target[1] * width + target[0]
+        terrain = grid[cell]
+        interact = actions[i] == Action.INTERACT
+        hand = held[i]
+        on_counter = counter[cell]
+        pot = pot_of_cell[cell]  # -1 when the target is no pot
+        pot_mask = pots == pot  # [P]
+        p_on = jnp.sum(jnp.where(pot_mask, onions, 0))
+        p_to = jnp.sum(jnp.where(pot_mask, tomatoes, 0))
+        p_tick = jnp.sum(jnp.where(pot_mask, tick, 0))
+        p_idle = p_tick < 0
+        p_ready = ~p_idle & (p_tick >= cook_table[p_on, p_to])
+        empty_hand = hand == Item.NONE
+        ingredient = (hand == Item.ONION) | (hand == Item.TOMATO)
+
+        at = lambda t: interact & (terrain == t)  # noqa: E731
+        drop = at(Terrain.COUNTER) & ~empty_hand & (on_counter == Item.NONE)
+        pick = at(Terrain.COUNTER) & empty_hand & (on_counter != Item.NONE)
+        take_onion = at(Terrain.ONION_DISPENSER) & empty_hand
+        take_tomato = at(Terrain.TOMATO_DISPENSER) & empty_hand
+        take_dish = at(Terrain.DISH_DISPENSER) & empty_hand
+        start_cook = at(Terrain.POT) & empty_hand & p_idle & (p_on + p_to > 0)
+        plate = at(Terrain.POT) & (hand == Item.DISH) & p_ready
+        add = at(Terrain.POT) & ingredient & p_idle & (p_on + p_to < MAX_INGREDIENTS)
+        deliver = at(Terrain.SERVING) & is_soup(hand)
+
+        # is_dish_pickup_useful is defined by overcooked_ai_py for exactly two players only.
+        dish_useful = ((num_agents == 2) & ~jnp.any(is_counter_cell & (counter == Item.DISH))
+                       & (jnp.sum(held == Item.DISH) < non_empty_pots))
+        picked = jnp.where(pick, on_counter, Item.NONE)
+        events["onion_pickup"].append(take_onion | (picked == Item.ONION))
+        events["tomato_pickup"].append(take_tomato | (picked == Item.TOMATO))
+        events["dish_pickup"].append(take_dish | (picked == Item.DISH))
+        events["soup_pickup"].append(plate | is_soup(picked))
+        dropped = jnp.where(drop, hand, Item.NONE)
+        events["onion_drop"].append(dropped == Item.ONION)
+        events["tomato_drop"].append(dropped == Item.TOMATO)
+        events["dish_drop"].append(dropped == Item.DISH)
+        events["soup_drop"].append(is_soup(dropped))
+        events["potting_onion"].append(add & (hand == Item.ONION))
+        events["potting_tomato"].append(add & (hand == Item.TOMATO))
+        events["cook_start"].append(start_cook)
+        events["soup_delivery"].append(deliver)
+        sparse.append(jnp.where(deliver, soup_value[soup_onions(hand), soup_tomatoes(hand)], 0.0))
+        shaped.append(PLACEMENT_IN_POT_REW * add + SOUP_PICKUP_REWARD * plate
+                      + DISH_PICKUP_REWARD * (take_dish & dish_useful))
+
+        new_hand = jnp.select(
+            [drop | deliver, pick, take_onion, take_tomato, take_dish, plate, add],
+            [Item.NONE, on_counter, Item.ONION, Item.TOMATO, Item.DISH,
+             soup_item(p_on, p_to), Item.NONE],
+            hand)
+        held = held.at[i].set(new_hand.astype(jnp.int32))
+        counter = jnp.where(cells == cell, jnp.where(drop, hand, jnp.where(pick, Item.NONE, counter)),
+                            counter)
+        onions = onions + (pot_mask & add & (hand == Item.ONION))
+        tomatoes = tomatoes + (pot_mask & add & (hand == Item.TOMATO))
+        # Plating empties the pot (overcooked_ai_py removes the soup object).
+        onions = jnp.where(pot_mask & plate, 0, onions)
+        tomatoes = jnp.where(pot_mask & plate, 0, tomatoes)
+        tick = jnp.where(pot_mask & plate, POT_IDLE, jnp.where(pot_mask & start_cook, 0, tick))
+
+    state = state.replace(held=held, counter=counter.reshape(height, width), pot_onions=onions,
+                          pot_tomatoes=tomatoes, pot_tick=tick)
+    events = {name: jnp.stack(flags) for name, flags in events.items()}  # each bool [A]
+    return state, jnp.stack(sparse).astype(jnp.float32), jnp.stack(shaped).astype(jnp.float32), events
+
+
+def _resolve_movement(layout: Layout, state: State, actions: jax.Array) -> State:
+    """Move and turn every agent; any same-cell or swap conflict keeps all agents in place."""
+    walkable = jnp.asarray(layout.grid.reshape(-1) == Terrain.FLOOR)  # [H*W]
+    moving = actions < Action.STAY  # [A]; move actions equal their Direction index
+    step = jnp.asarray(DIR_VEC)[jnp.where(moving, actions, 0)]  # [A, 2]
+    target = state.pos + step  # [A, 2]
+    # Only moving agents read the target cell, and a mover's target is in the grid (borders are
+    # never floor), so clipping only guards the rows of non-movers.
+    cell = jnp.clip(target[:, 1] * layout.width + target[:, 0], 0, walkable.shape[0] - 1)
+    new_pos = jnp.where((moving & walkable[cell])[:, None], target, state.pos)  # [A, 2]
+    old = state.pos
+    same_new = jnp.all(new_pos[:, None, :] == new_pos[None, :, :], axis=-1)  # [A, A]
+    crossed = (jnp.all(new_pos[:, None, :] == old[None, :, :], axis=-1)
+               & jnp.all(old[:, None, :] == new_pos[None, :, :], axis=-1))  # [A, A]
+    off_diagonal = ~jnp.eye(layout.num_agents, dtype=bool)
+    collision = jnp.any((same_new | crossed) & off_diagonal)
+    return state.replace(pos=jnp.where(collision, old, new_pos),
+                         facing=jnp.where(moving, actions, state.facing).astype(jnp.int32))
+
+
+def _environment_effects(layout: Layout, state: State) -> State:
+    """Advance time; every cooking (started, not yet ready) pot cooks one tick."""
+    cooking = (state.pot_tick >= 0) & (state.pot_tick < pot_cook_time(layout, state))
+    return state.replace(time=state.time + 1, pot_tick=state.pot_tick + cooking)
+
+
+def transition(layout: Layout, state: State, actions: jax.Array):
+    """One pure `OvercookedGridworld.get_state_transition` on int32 actions [A].
+
+    Returns (next_state, sparse_reward_by_agent float32 [A], shaped_reward_by_agent float32 [A],
+    events: dict of bool [A]).
+    """
+    actions = jnp.asarray(actions, jnp.int32)
+    state, sparse, shaped, events = _resolve_interacts(layout, state, actions)
+    state = _resolve_movement(layout, state, actions)
+    return _environment_effects(layout, state), sparse, shaped, events
+
+
+class Overcooked(MultiAgentEnv):
+    """Overcooked-AI (`overcooked_ai_py` 1.1.0) as a JaxMARL `MultiAgentEnv`.
+
+    Args:
+        layout: name of any layout shipped with overcooked_ai_py (`list_layouts()`).
+        horizon: episode length; `dones["__all__"]` once `state.time >= horizon` (as
+            `OvercookedEnv.is_done`).
+        random_start: when True, `reset` places the agents on distinct floor cells drawn uniformly,
+            facing north, instead of the layout's start positions.
+
+    Actions are ints in `Action` order (N, S, E, W, STAY, INTERACT), given per agent in a dict
+    (`{"agent_0": a0, ...}`) or as one int array `[A]`. Rewards: every agent receives the team's
+    sparse reward. `infos` holds `sparse_reward_by_agent` and `shaped_reward_by_agent` (float32
+    `[A]`, overcooked_ai_py's shaping) and `events` (dict of bool `[A]`, see `EVENTS`).
+
+    Observation per agent: int32 `[H, W, C]` with channels `OBS_CHANNELS`: terrain code, item on
+    each counter, pot onions / tomatoes / (tick + 1) on pot cells, the agent's own (facing + 1) and
+    held item at its cell, the other agents' (facing + 1) and held items at theirs. It is lossless
+    for the layout's state apart from `time`.
+    """
+
+    def __init__(self, layout: str = "cramped_room", horizon: int = 400, random_start: bool = False):
+        if not isinstance(horizon, (int, np.integer)) or isinstance(horizon, bool) or horizon < 1:
+            raise ValueError(f"horizon must be a positive int, got {horizon!r}")
+        self.layout = load_layout(layout)
+        self.horizon = int(horizon)
+        self.random_start = bool(random_start)
+        super().__init__(num_agents=self.layout.num_agents)
+        shape = (self.layout.height, self.layout.width, len(OBS_CHANNELS))
+        high = max(NUM_ITEMS, int(self.layout.soup_cook_time.max()) + 2, len(Terrain))
+        self.observation_spaces = {a: spaces.Box(0, high, shape, jnp.int32) for a in self.agents}
+        self.action_spaces = {a: spaces.Discrete(NUM_ACTIONS) for a in self.agents}
+
+    @property
+    def name(self) -> str:
+        return f"Overcooked-{self.layout.name}"
+
+    @property
+    def agent_classes(self) -> dict:
+        return {"chef": list(self.agents)}
+
+    # ---- Python boundary -------------------------------------------------------------------
+
+    def actions_to_array(self, actions) -> jax.Array:
+        """int32 [A] from a dict keyed by agent name or an array; checks concrete values."""
+        if isinstance(actions, dict):
+            missing = [a for a in self.agents if a not in actions]
+            extra = [a for a in actions if a not in self.agents]
+            if missing or extra:
+                raise ValueError(f"actions must be keyed by exactly {self.agents}; "
+                                 f"missing {missing}, unexpected {extra}")
+            actions = jnp.stack([jnp.asarray(actions[a]).astype(jnp.int32) for a in self.agents], axis=-1)
+        else:
+            actions = jnp.asarray(actions)
+            if actions.shape[-1:] != (self.num_agents,):
+                raise ValueError(f"actions array must end in the agent axis [{self.num_agents}], "
+                                 f"got shape {actions.shape}")
+            if not jnp.issubdtype(actions.dtype, jnp.integer):
+                raise ValueError(f"actions must be integers in [0, {NUM_ACTIONS}), got dtype {actions.dtype}")
+            actions = actions.astype(jnp.int32)
+        if not isinstance(actions, jax.core.Tracer):
+            values = np.asarray(actions)
+            if values.size and (values.min() < 0 or values.max() >= NUM_ACTIONS):
+                raise ValueError(f"actions must be in [0, {NUM_ACTIONS}) "
+                                 f"({', '.join(a.name for a in Action)}), got {values.tolist()}")
+        return actions
+
+    def reset(self, key: jax.Array):
+        """`(obs, state)`: the layout's start state, or random distinct floor starts if enabled."""
+        return self._reset(key)
+
+    def step(self, key: jax.Array, state: State, actions, reset_state: State | None = None):
+        """`(obs, state, rewards, dones, infos)`; resets automatically once the horizon is reached."""
+        return self._step(key, state, self.actions_to_array(actions), reset_state)
+
+    # ---- Pure, jitted core -----------------------------------------------------------------
+
+    @partial(jax.jit, static_argnums=(0,))
+    def _reset(self, key: jax.Array):
+        state = initial_state(self.layout)
+        if self.random_start:
+            floor = jnp.asarray(self.layout.floor_pos)  # [F, 2]
+            picks = jax.random.choice(key, floor.shape[0], (self.num_agents,), replace=False)
+            state = state.replace(pos=floor[picks], facing=jnp.zeros_like(state.facing))
+        return self.get_obs(state), state
+
+    @partial(jax.jit, static_argnums=(0,))
+    def _step(self, key, state, actions, reset_state):
+        return super().step(key, state, actions, reset_state)
+
+    def step_env(self, key: jax.Array, state: State, actions):
+        """One transition without auto-reset. `actions`: int32 [A] (or the agent dict)."""
+        if isinstance(actions, dict):
+            actions = self.actions_to_array(actions)
+        state, sparse, shaped, events = transition(self.layout, state, actions)
+        team = jnp.sum(sparse)
+        rewards = {a: team for a in self.agents}
+        done = state.time >= self.horizon
+        dones = {**{a: done for a in self.agents}, "__all__": done}
+        infos = {"sparse_reward_by_agent": sparse, "shaped_reward_by_agent": shaped, "events": events}
+        return self.get_obs(state), state, rewards, dones, infos
+
+    def get_obs(self, state: State) -> dict:
+        """Per agent int32 [H, W, C] (channels `OBS_CHANNELS`)."""
+        height, width = self.layout.height, self.layout.width
+        grid = jnp.asarray(self.layout.grid)  # [H, W]
+        pot_x, pot_y = self.layout.pot_pos[:, 0], self.layout.pot_pos[:, 1]
+        zeros = jnp.zeros((height, width), jnp.int32)
+        pot_onions = zeros.at[pot_y, pot_x].set(state.pot_onions)
+        pot_tomatoes = zeros.at[pot_y, pot_x].set(state.pot_tomatoes)
+        pot_tick = zeros.at[pot_y, pot_x].set(state.pot_tick + 1)
+        # [A, H, W]: which cell each agent stands on.
+        here = ((jnp.arange(height)[None, :, None] == state.pos[:, 1, None, None])
+                & (jnp.arange(width)[None, None, :] == state.pos[:, 0, None, None]))
+        facing = jnp.where(here, state.facing[:, None, None] + 1, 0)  # [A, H, W]
+        held = jnp.where(here, state.held[:, None, None], 0)  # [A, H, W]
+        shared = jnp.stack([grid, state.counter, pot_onions, pot_tomatoes, pot_tick], axis=-1)
+        obs = {}
+        for i, agent in enumerate(self.agents):
+            others_facing = jnp.sum(facing, axis=0) - facing[i]
+            others_held = jnp.sum(held, axis=0) - held[i]
+            own = jnp.stack([facing[i], held[i], others_facing, others_held], axis=-1)
+            obs[agent] = jnp.concatenate([shared, own], axis=-1).astype(jnp.int32)  # [H, W, C]
+        return obs
+
+    def get_avail_actions(self, state: State) -> dict:
+        """Every action is always legal in Overcooked."""
+        return {a: jnp.ones(NUM_ACTIONS, bool) for a in self.agents}
