@@ -1,0 +1,157 @@
+"""Compound-JSON interface (Ablation D): free generation of `{"action": ..., "args": ...}`.
+
+The model sees the option vocabulary (names and argument forms) but no state-filtered menu. Its
+reply is parsed into an instance of the guardless instantiation -- one instance per target of
+each option's class, exactly what the menu would be built from before guards -- and executed
+with the same raw executor. An emission is
+  * invalid when it cannot be turned into an instance (no JSON, unknown action, bad or missing
+    arguments, a target that is not an instance of the option's class), or
+  * a no-op when it executes but its effect predicate does not hold (or the executor fails
+    explicitly): the model asked for something the state did not allow.
+Both are counted (§6.3: without the filter the model emits many illegal or no-op actions).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from omjax.options.menu import Instance
+from omjax.options.schema import SUCCESS, Schema
+
+INVALID_REASONS = ("no_json", "bad_json", "not_object", "unknown_action", "bad_args", "no_such_target")
+"""Why an emission could not be executed; one counter per reason."""
+
+
+@dataclass(frozen=True)
+class Emission:
+    """What one free-form reply amounted to."""
+
+    instance: int | None
+    """Index into the guardless instance list, or None when the emission is invalid."""
+    error: str | None = None
+    """One of INVALID_REASONS when invalid."""
+    detail: str = ""
+    """Human-readable explanation of the error, for logs."""
+
+
+def extract_json_object(text: str) -> str | None:
+    """The first balanced `{...}` in `text` (braces inside JSON strings ignored), or None."""
+    start = text.find("{")
+    while start != -1:
+        depth, in_string, escaped = 0, False, False
+        for k in range(start, len(text)):
+            ch = text[k]
+            if in_string:
+                if escaped:
+                    escaped = False
+                elif ch == "\\":
+                    escaped = True
+                elif ch == '"':
+                    in_string = False
+            elif ch == '"':
+                in_string = True
+            elif ch == "{":
+                depth += 1
+            elif ch == "}":
+                depth -= 1
+                if depth == 0:
+                    return text[start : k + 1]
+        start = text.find("{", start + 1)
+    return None
+
+
+def _target_from_args(args) -> tuple[int, int] | None | str:
+    """(x, y) from `{"target": [x, y]}`, `{"x": x, "y": y}` or `[x, y]`; None for no target;
+    a string describes why the arguments are malformed."""
+    if args is None or args == {} or args == []:
+        return None
+    if isinstance(args, dict):
+        if "target" in args:
+            args = args["target"]
+        elif {"x", "y"} <= set(args):
+            args = [args["x"], args["y"]]
+        else:
+            return f"args {args!r} name no target (expected target: [x, y] or x/y)"
+    if (
+        isinstance(args, (list, tuple))
+        and len(args) == 2
+        and all(isinstance(v, int) and not isinstance(v, bool) for v in args)
+    ):
+        return int(args[0]), int(args[1])
+    return f"target {args!r} is not two integers [x, y]"
+
+
+def parse_emission(reply: str, schema: Schema, instances: Sequence[Instance]) -> Emission:
+    """Turn a free-form reply into an instance of `instances` (the guardless instantiation)."""
+    raw = extract_json_object(reply)
+    if raw is None:
+        return Emission(None, "no_json", "reply holds no {...} object")
+    try:
+        obj = json.loads(raw)
+    except json.JSONDecodeError as err:
+        return Emission(None, "bad_json", str(err))
+    if not isinstance(obj, dict) or "action" not in obj:
+        return Emission(None, "not_object", f"expected an object with an 'action' key, got {raw!r}")
+    name = obj["action"]
+    if not isinstance(name, str) or name not in schema.option_names:
+        return Emission(None, "unknown_action", f"{name!r} is not one of {', '.join(schema.option_names)}")
+    opt = schema.option_index(name)
+    takes_target = schema.options[opt].target_class is not None
+    target = _target_from_args(obj.get("args"))
+    if isinstance(target, str):
+        return Emission(None, "bad_args", target)
+    if takes_target and target is None:
+        return Emission(None, "bad_args", f"{name} needs a target [x, y]")
+    if not takes_target and target is not None:
+        return Emission(None, "bad_args", f"{name} takes no target, got {list(target)}")
+    for k, inst in enumerate(instances):
+        if inst.opt == opt and inst.target == target:
+            return Emission(k)
+    return Emission(None, "no_such_target", f"{name} has no instance at {target}")
+
+
+def render_vocabulary(schema: Schema) -> str:
+    """The action vocabulary shown instead of a menu: every option and its argument form."""
+    lines = ['Reply with one JSON object, e.g. {"action": "<name>", "args": {"target": [x, y]}}.', "Actions:"]
+    for spec in schema.options:
+        args = '{"target": [x, y]}' if spec.target_class is not None else "{}"
+        what = spec.label.format(target=f"<{spec.target_class}>" if spec.target_class else "").strip()
+        lines.append(f'- "{spec.name}" args {args}: {what}')
+    return "\n".join(lines)
+
+
+@dataclass(frozen=True)
+class EmissionTally:
+    """Per-agent emission counts of one episode: all [A] int arrays."""
+
+    emitted: np.ndarray
+    invalid: np.ndarray
+    noop: np.ndarray
+
+    @classmethod
+    def zeros(cls, n_agents: int) -> EmissionTally:
+        z = np.zeros(n_agents, np.int64)
+        return cls(emitted=z, invalid=z.copy(), noop=z.copy())
+
+    def record(self, agent: int, emission: Emission, outcome: int | None) -> EmissionTally:
+        """Count one emission; `outcome` is the execution outcome code (None if not executed)."""
+        if emission.instance is None and outcome is not None:
+            raise ValueError("an invalid emission cannot have an execution outcome")
+        if emission.instance is not None and outcome is None:
+            raise ValueError("a valid emission needs the outcome of its execution")
+        one = np.zeros_like(self.emitted)
+        one[agent] = 1
+        return EmissionTally(
+            emitted=self.emitted + one,
+            invalid=self.invalid + one * (emission.instance is None),
+            noop=self.noop + one * (outcome is not None and outcome != SUCCESS),
+        )
+
+    @property
+    def wasted(self) -> np.ndarray:
+        """[A] emissions that did nothing useful: invalid plus no-op."""
+        return self.invalid + self.noop
