@@ -1,0 +1,40 @@
+"""Symbolic option libraries, burn-in, guard synthesis and menu assembly (paper §5.1).
+
+Game-agnostic core
+------------------
+* `schema`: the typed option contract. `Schema(game, options, read_set, effect_features,
+  transient)`; `OptionSpec(name, target_class, label, effect, reasons)`; `Effect(private=Transition,
+  shared=(Transition | Increased, ...))`; `Reason` (`TargetAbsent`, `NoPath`, `NothingHeld`, the
+  only typed executor failures); outcome codes `SUCCESS`, `EFFECT_FAIL`, `EXPLICIT_BASE + Reason`.
+  Defects 1-3 of §5.1 are rejected at construction: transitions must have disjoint from/to sets,
+  shared-only effects make an option `solo_only`, instantiation is per target class.
+  `effect_holds` (Python) and `compile_effects` + `effect_holds_jax` (jittable) evaluate effects
+  on effect-feature code vectors taken before and after the executor's last step.
+* `records`: `RecordTable`, the columnar burn-in log (one row per completed execution:
+  ep, step, aid, opt, target, features [F], transient [G], outcome, solo, changed), with
+  `write_records_jsonl` / `read_records_jsonl` in the paper's record format and npz save/load.
+* `synthesis`: `synthesize(table, schema, SynthesisConfig(min_explicit=5, min_support=5,
+  max_literals=2)) -> list[Guard]`; `Guard(opt, channel, when, support)`;
+  `certificate_violations` (must be 0); `write_guards` / `read_guards` (jsonl guard files).
+* `menu`: `instantiate(schema, targets_by_class) -> list[Instance]` (one per target);
+  `hidden_mask(schema, guards, instances, feats [I, F], live [I, R])` (Python evaluator);
+  `assemble_menu(..., rng) -> list[MenuItem(letter, index, opt, target, label)]` with letters
+  shuffled per decision from `episode_rng(seed, agent)`; `render_menu(items)`.
+  JAX: `GuardTable.from_guards(schema, guards)` (literal tables, a pytree) and
+  `hidden_mask_jax(table, inst_opt [I], feats [..., I, F], live [..., I, R]) -> bool [..., I]`,
+  `letter_ranks_jax(key, visible [..., I]) -> int32 [..., I]` (-1 = hidden).
+* `diagnostics`: `diagnose(table, schema)` lists options with 100 % explicit failure, options
+  that never succeed or never ran, and successes with an empty delta.
+* `registry`: `GAMES` (overcooked -> `omjax.options.overcooked`, cleanup ->
+  `omjax.options.cleanup`, harvest -> `omjax.options.harvest`, imported lazily by `load_game`),
+  the `GameLibrary` protocol every game module implements at module level (`SCHEMA`,
+  `VARIANTS`, `DEFAULT_EPISODES`, `burnin(variant, solo_episodes, team_episodes, seed, progress)
+  -> RecordTable`, `start_menu(variant, seed, agent, guards) -> list[MenuItem]`) and
+  `guard_path(game, variant)`, the shipped guard file `omjax/options/guards/<game>_<variant>.jsonl`.
+* `cli`: `omjax burnin | guards | menu --game <g> [--layout <variant>] ...`.
+
+A game library supplies: the `Schema`; its targets per class for a state; read-set and
+transient features per instance at initiation; a raw executor that returns one primitive action
+per env step (or a `Reason` at initiation) and says when its plan is drained; the live check of
+each `Reason` (for explicit guards); and the effect features before/after the last step.
+"""

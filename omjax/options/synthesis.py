@@ -1,0 +1,174 @@
+"""Guard synthesis (paper §5.1 Stage 3) and guard-file IO.
+
+Two channels over a burn-in `RecordTable`, per option:
+
+* explicit: a typed executor failure seen at least `min_explicit` times becomes a guard
+  `{"__reason__": <Reason>}`; menu assembly re-checks it live (NoPath by the planner).
+* inferred: every 1- and 2-literal conjunction over the read set is adopted iff it covers at
+  least `min_support` failures (any non-success outcome) and zero successes (the acceptance
+  certificate). A 2-literal conjunction containing an adopted 1-literal guard is dropped.
+
+Options whose effect has no private part (`OptionSpec.solo_only`) are synthesised from solo
+records only. Everything runs on the columnar table with `np.bincount`, so a million records
+take well under a second.
+
+A guard file is jsonl, one `{"opt", "channel", "when", "support"}` object per line.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+
+import numpy as np
+
+from omjax.options.records import RecordTable
+from omjax.options.schema import EXPLICIT_BASE, SUCCESS, Reason, Schema
+
+REASON_KEY = "__reason__"
+
+
+@dataclasses.dataclass(frozen=True)
+class SynthesisConfig:
+    """Thresholds of guard synthesis (the paper's values are the defaults)."""
+
+    min_explicit: int = 5
+    """a typed failure reason seen at least this often (per option) becomes an explicit guard"""
+    min_support: int = 5
+    """an inferred conjunction must cover at least this many failures (and zero successes)"""
+    max_literals: int = 2
+    """conjunction size limit for the inferred channel (1 or 2)"""
+
+    def __post_init__(self):
+        if self.min_explicit < 1 or self.min_support < 1:
+            raise ValueError(f"synthesis thresholds must be >= 1, got min_explicit={self.min_explicit}, "
+                             f"min_support={self.min_support}")
+        if self.max_literals not in (1, 2):
+            raise ValueError(f"max_literals must be 1 or 2, got {self.max_literals}")
+
+
+@dataclasses.dataclass(frozen=True)
+class Guard:
+    """An adopted guard: hide instances of `opt` when `when` holds (all literals)."""
+
+    opt: str
+    channel: str  # "explicit" | "inferred"
+    when: dict[str, str]
+    support: int
+
+    @property
+    def reason(self) -> Reason | None:
+        return Reason[self.when[REASON_KEY]] if self.channel == "explicit" else None
+
+    def to_dict(self) -> dict:
+        return {"opt": self.opt, "channel": self.channel, "when": dict(self.when), "support": int(self.support)}
+
+
+def eligible_mask(table: RecordTable, schema: Schema) -> np.ndarray:
+    """bool [N]: records synthesis may learn from (solo-only options: solo records only)."""
+    solo_only = np.array([o.solo_only for o in schema.options], bool)
+    return ~solo_only[table.opt] | table.solo
+
+
+def synthesize(table: RecordTable, schema: Schema, config: SynthesisConfig = SynthesisConfig()) -> list[Guard]:
+    """Adopted guards, in option order; explicit before inferred, 1-literal before 2-literal."""
+    guards: list[Guard] = []
+    keep = eligible_mask(table, schema)
+    sizes = [len(f.values) for f in schema.read_set]
+    for o, spec in enumerate(schema.options):
+        rows = keep & (table.opt == o)
+        outcome = table.outcome[rows]
+        for reason in Reason:
+            count = int(np.sum(outcome == EXPLICIT_BASE + reason))
+            if count >= config.min_explicit:
+                guards.append(Guard(spec.name, "explicit", {REASON_KEY: reason.name}, count))
+        feats = table.features[rows].astype(np.int64)  # [n, F]
+        succ = outcome == SUCCESS
+        adopted_single: set[tuple[int, int]] = set()
+        for f, size in enumerate(sizes):
+            n_fail = np.bincount(feats[~succ, f], minlength=size)
+            n_succ = np.bincount(feats[succ, f], minlength=size)
+            for v in np.nonzero((n_fail >= config.min_support) & (n_succ == 0))[0]:
+                adopted_single.add((f, int(v)))
+                guards.append(Guard(spec.name, "inferred",
+                                    {schema.read_set[f].name: schema.read_set[f].values[v]}, int(n_fail[v])))
+        if config.max_literals < 2:
+            continue
+        for f1 in range(len(sizes)):
+            for f2 in range(f1 + 1, len(sizes)):
+                key = feats[:, f1] * sizes[f2] + feats[:, f2]
+                n_fail = np.bincount(key[~succ], minlength=sizes[f1] * sizes[f2])
+                n_succ = np.bincount(key[succ], minlength=sizes[f1] * sizes[f2])
+                for k in np.nonzero((n_fail >= config.min_support) & (n_succ == 0))[0]:
+                    v1, v2 = divmod(int(k), sizes[f2])
+                    if (f1, v1) in adopted_single or (f2, v2) in adopted_single:
+                        continue
+                    when = {schema.read_set[f1].name: schema.read_set[f1].values[v1],
+                            schema.read_set[f2].name: schema.read_set[f2].values[v2]}
+                    guards.append(Guard(spec.name, "inferred", when, int(n_fail[k])))
+    return guards
+
+
+def covered(guard: Guard, table: RecordTable, schema: Schema) -> np.ndarray:
+    """bool [N]: records of the guard's option whose read-set features satisfy an inferred guard."""
+    if guard.channel != "inferred":
+        raise ValueError("only inferred guards are feature conjunctions; explicit guards are checked live")
+    mask = table.opt == schema.option_index(guard.opt)
+    for name, value in guard.when.items():
+        feat = schema.read_feature(name)
+        mask &= table.features[:, schema.read_index(name)] == feat.code(value)
+    return mask
+
+
+def certificate_violations(guards: list[Guard], table: RecordTable, schema: Schema) -> int:
+    """Number of eligible logged successes hidden by some inferred guard (must be 0)."""
+    succ = (table.outcome == SUCCESS) & eligible_mask(table, schema)
+    hidden = np.zeros(len(table), bool)
+    for g in guards:
+        if g.channel == "inferred":
+            hidden |= covered(g, table, schema)
+    return int(np.sum(hidden & succ))
+
+
+# ---------------------------------------------------------------------- guard files
+def validate_guard(guard: Guard, schema: Schema) -> Guard:
+    """Raise a clear error if a guard does not fit the schema."""
+    schema.option_index(guard.opt)
+    if guard.channel == "explicit":
+        if set(guard.when) != {REASON_KEY} or guard.when[REASON_KEY] not in Reason.__members__:
+            raise ValueError(f"explicit guard for {guard.opt!r} must be when={{{REASON_KEY!r}: <Reason>}}, "
+                             f"reasons: {', '.join(Reason.__members__)}; got {guard.when}")
+    elif guard.channel == "inferred":
+        if not guard.when:
+            raise ValueError(f"inferred guard for {guard.opt!r} has no literals")
+        for name, value in guard.when.items():
+            schema.read_feature(name).code(value)
+    else:
+        raise ValueError(f"guard for {guard.opt!r}: channel must be 'explicit' or 'inferred', got {guard.channel!r}")
+    if guard.support < 0:
+        raise ValueError(f"guard for {guard.opt!r}: negative support {guard.support}")
+    return guard
+
+
+def write_guards(path: str | os.PathLike, guards: list[Guard]) -> None:
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    with open(path, "w") as f:
+        for g in guards:
+            f.write(json.dumps(g.to_dict()) + "\n")
+
+
+def read_guards(path: str | os.PathLike, schema: Schema) -> list[Guard]:
+    guards = []
+    with open(path) as f:
+        for line_no, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+                guard = Guard(opt=row["opt"], channel=row["channel"], when=dict(row["when"]),
+                              support=int(row["support"]))
+                guards.append(validate_guard(guard, schema))
+            except (KeyError, ValueError, TypeError, json.JSONDecodeError) as err:
+                raise ValueError(f"{path}:{line_no}: bad guard record: {err}") from err
+    return guards
