@@ -106,3 +106,28 @@ def test_vocabulary_lists_every_option():
     for name in KITCHEN.option_names:
         assert f'"{name}"' in text
     assert '"wait" args {}' in text
+
+
+def test_table2_cells_are_six_valid_configs():
+    from omjax.eval.ablations import TABLE2_CELLS, cell_config
+    from omjax.eval.stats import TABLE2_ROWS
+
+    assert list(TABLE2_CELLS) == [name for name, _ in TABLE2_ROWS]
+    configs = {cell: cell_config(cell, overrides=["train.rounds=1"]) for cell in TABLE2_CELLS}
+    switches = {
+        cell: (c.policy.action_interface, c.train.train, c.train.shared_lora, c.n_adapters)
+        for cell, c in configs.items()
+    }
+    n = configs["ours"].env.n_agents
+    assert switches == {
+        "frozen_native": ("native", False, False, n),
+        "frozen_menu": ("options", False, False, n),
+        "native_magrpo": ("native", True, False, n),
+        "compound_json": ("compound_json", True, False, n),
+        "shared_lora": ("options", True, True, 1),
+        "ours": ("options", True, False, n),
+    }
+    assert configs["compound_json"].policy.decision_mode == "sample"
+    assert all(c.train.rounds == 1 for c in configs.values())
+    with pytest.raises(ValueError, match="unknown Table 2 cell"):
+        cell_config("ours_but_better")
