@@ -189,3 +189,49 @@ def render_report(results: Sequence[EpisodeResult], *, seed: int = 0, digits: in
             lines.append(f"| {px} | {py} | {test.u:.1f} | {test.effect_size:.3f} | {test.p_value:.3g} |")
         lines.append("")
     return "\n".join(lines)
+
+
+@dataclass(frozen=True)
+class Trajectory:
+    """Per-step spatial record of one evaluation episode, for the visit and patch audits."""
+
+    positions: np.ndarray
+    """int32 [T, A, 2]: (row, col) map cell of each agent after each step."""
+    walls: np.ndarray
+    """bool [H, W]: impassable cells of the map (drawn grey under the heatmaps)."""
+    patches_alive: np.ndarray | None = None
+    """int32 [T]: Commons Harvest patches with at least one apple after each step; None elsewhere."""
+
+    def __post_init__(self) -> None:
+        if self.positions.ndim != 3 or self.positions.shape[-1] != 2:
+            raise ValueError(f"positions must be [steps, agents, 2], got {self.positions.shape}")
+        if self.walls.ndim != 2:
+            raise ValueError(f"walls must be [height, width], got {self.walls.shape}")
+        if self.patches_alive is not None and self.patches_alive.shape != self.positions.shape[:1]:
+            raise ValueError(
+                f"patches_alive has shape {self.patches_alive.shape}, expected ({self.positions.shape[0]},)"
+            )
+
+    def save(self, path: str | Path) -> Path:
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        arrays = {"positions": self.positions, "walls": self.walls}
+        if self.patches_alive is not None:
+            arrays["patches_alive"] = self.patches_alive
+        with path.open("wb") as f:
+            np.savez_compressed(f, **arrays)
+        return path
+
+    @classmethod
+    def load(cls, path: str | Path) -> Trajectory:
+        with np.load(path) as data:
+            return cls(
+                positions=data["positions"].astype(np.int32),
+                walls=data["walls"].astype(bool),
+                patches_alive=data["patches_alive"].astype(np.int32) if "patches_alive" in data else None,
+            )
+
+
+def trajectory_path(eval_dir: str | Path, seed: int) -> Path:
+    """Where `omjax eval` stores the trajectory of the episode seeded `seed`."""
+    return Path(eval_dir) / "trajectories" / f"seed{seed}.npz"

@@ -1,0 +1,150 @@
+"""`omjax audit <kind> ...`: behavioural audits as PNGs (paper Figs. 1-3).
+
+    omjax audit macro    --eval runs/x/eval [--out fig1.png]          # Fig. 1 from eval.jsonl
+    omjax audit patches  --eval frozen=runs/f/eval tuned=runs/t/eval  # Fig. 2 from trajectories
+    omjax audit heatmap  --eval runs/x/eval [--out fig3.png]          # Fig. 3 from trajectories
+
+`macro`, `patches` and `heatmap` read what `omjax eval` wrote (`eval.jsonl` and
+`trajectories/seed*.npz`), so an audit never re-runs a policy. Each also writes a JSON summary
+next to its PNG.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from omjax.eval.audits import (
+    macro_counts,
+    patch_survival,
+    plot_macro_histogram,
+    plot_patch_survival,
+    plot_visit_heatmaps,
+    visit_counts,
+)
+from omjax.eval.results import Trajectory, read_results
+
+
+def _eval_dir(path: str) -> Path:
+    p = Path(path)
+    if p.is_file() and p.name == "eval.jsonl":
+        p = p.parent
+    if not (p / "eval.jsonl").is_file():
+        raise SystemExit(f"omjax audit: {p} holds no eval.jsonl (run `omjax eval` first)")
+    return p
+
+
+def _trajectories(eval_dir: Path) -> list[Trajectory]:
+    files = sorted((eval_dir / "trajectories").glob("seed*.npz"))
+    if not files:
+        raise SystemExit(f"omjax audit: {eval_dir}/trajectories holds no seed*.npz trajectory files")
+    return [Trajectory.load(f) for f in files]
+
+
+def _labelled(items: list[str]) -> dict[str, Path]:
+    out = {}
+    for item in items:
+        label, sep, path = item.partition("=")
+        if not sep:
+            label, path = Path(item).resolve().parent.name, item
+        out[label] = _eval_dir(path)
+    return out
+
+
+def audit_macro(eval_dir: Path, out: Path) -> dict:
+    """Fig. 1: per-agent macro-choice shares, summed over the evaluation episodes."""
+    results = read_results(eval_dir / "eval.jsonl")
+    n_agents = results[0].n_agents
+    decisions = (
+        {"aid": a, "opt": opt}
+        for r in results
+        for a, counts in enumerate(r.macro_counts)
+        for opt, k in counts.items()
+        for _ in range(k)
+    )
+    counts, names = macro_counts(decisions, n_agents)
+    if not names:
+        raise SystemExit(f"omjax audit macro: {eval_dir} has no macro decisions (a native-action policy?)")
+    title = f"Per-agent macro choices: {results[0].policy} ({results[0].game} / {results[0].layout})"
+    plot_macro_histogram(counts, names, out, title=title)
+    shares = counts / np.maximum(counts.sum(axis=1, keepdims=True), 1)
+    return {"options": names, "counts": counts.tolist(), "shares": np.round(shares, 4).tolist()}
+
+
+def audit_patches(evals: dict[str, Path], out: Path, n_patches: int | None) -> dict:
+    """Fig. 2: patches alive per step, one curve per evaluated policy."""
+    curves = {}
+    summary = {}
+    for label, eval_dir in evals.items():
+        series = [t.patches_alive for t in _trajectories(eval_dir)]
+        if any(s is None for s in series):
+            raise SystemExit(f"omjax audit patches: {eval_dir} trajectories carry no patches_alive (not Harvest?)")
+        length = min(len(s) for s in series)
+        alive = np.stack([s[:length] for s in series])  # [E, T]
+        curves[label] = alive
+        curve = patch_survival(alive)
+        summary[label] = {
+            "final_mean_alive": float(curve.mean[-1]),
+            "depletion_step": curve.depletion_step.tolist(),
+        }
+    plot_patch_survival(curves, out, n_patches=n_patches)
+    return summary
+
+
+def audit_heatmap(eval_dir: Path, out: Path) -> dict:
+    """Fig. 3: per-agent visit counts over every evaluation episode."""
+    trajectories = _trajectories(eval_dir)
+    walls = trajectories[0].walls
+    counts = sum(visit_counts(t.positions, walls.shape) for t in trajectories)  # [A, H, W]
+    plot_visit_heatmaps(counts, out, walls=walls)
+    occupied = counts.reshape(counts.shape[0], -1)
+    return {
+        "visits": occupied.sum(axis=1).tolist(),
+        "distinct_cells": (occupied > 0).sum(axis=1).tolist(),
+    }
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="omjax audit", description=__doc__.split("\n")[0])
+    sub = p.add_subparsers(dest="kind", required=True)
+    macro = sub.add_parser("macro", help="Fig. 1: per-agent macro-choice histogram")
+    macro.add_argument("--eval", required=True, help="eval directory (or its eval.jsonl)")
+    macro.add_argument("--out", default=None, help="PNG path (default: <eval>/audit_macro.png)")
+    patches = sub.add_parser("patches", help="Fig. 2: Harvest patch survival, one curve per policy")
+    patches.add_argument("--eval", nargs="+", required=True, help="LABEL=eval_dir per policy")
+    patches.add_argument("--out", required=True, help="PNG path")
+    patches.add_argument("--n-patches", type=int, default=6, help="y-axis ceiling (paper: 6 patches)")
+    heatmap = sub.add_parser("heatmap", help="Fig. 3: per-agent visit heatmaps")
+    heatmap.add_argument("--eval", required=True, help="eval directory (or its eval.jsonl)")
+    heatmap.add_argument("--out", default=None, help="PNG path (default: <eval>/audit_heatmap.png)")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] == "audit":
+        argv = argv[1:]
+    args = _parser().parse_args(argv)
+    if args.kind == "macro":
+        eval_dir = _eval_dir(args.eval)
+        out = Path(args.out or eval_dir / "audit_macro.png")
+        summary = audit_macro(eval_dir, out)
+    elif args.kind == "patches":
+        out = Path(args.out)
+        summary = audit_patches(_labelled(args.eval), out, args.n_patches)
+    else:
+        eval_dir = _eval_dir(args.eval)
+        out = Path(args.out or eval_dir / "audit_heatmap.png")
+        summary = audit_heatmap(eval_dir, out)
+    summary_path = out.with_suffix(".json")
+    summary_path.write_text(json.dumps(summary, indent=2) + "\n")
+    print(f"wrote {out} and {summary_path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
