@@ -1,45 +1,43 @@
-"""Qwen3.5 text decoder (transformers `Qwen3_5ForCausalLM`) as pure JAX functions.
+"""The `qwen3_5` family: the Qwen3.5 text decoder (transformers `Qwen3_5ForCausalLM`).
 
 Layers alternate, per `layer_types`, between
   * `linear_attention`: a Gated DeltaNet. A fused q/k/v projection goes through a causal
     depthwise convolution and SiLU; q and k are L2-normalised; a per-head recurrent state
     S [Dk, Dv] is decayed by exp(g_t) and corrected by the delta rule
     S <- S + k_t (beta_t (v_t - S^T k_t))^T; the read-out S^T q_t goes through an RMSNorm gated
-    by SiLU(z). Prefill runs the chunked form (a `lax.scan` over chunks of the sequence, exact
-    within each chunk through a unit-triangular solve); decoding runs the one-token recurrence.
+    by SiLU(z). Prefill runs the chunked form (a `lax.scan` over chunks, exact within a chunk
+    through a unit-triangular solve); a one-token step runs the recurrence.
   * `full_attention`: grouped-query attention whose q projection also yields a per-channel
-    output gate (sigmoid), with zero-centred RMSNorms on q and k and RoPE on the first
-    `rotary_dim` channels of each head only.
-Every RMSNorm of the residual stream is zero-centred (scale 1 + w).
+    sigmoid output gate, with RMSNorms on q and k and RoPE on the first `rotary_dim` channels
+    of each head only.
+Every RMSNorm except the Gated DeltaNet's output norm stores its weight as an offset (1 + w).
 
-Padding: positions are `cumsum(attention_mask) - 1`, so a left-padded row computes what the
-unpadded row would. Padded tokens are zeroed before the Gated DeltaNet (as the reference does) and
-are also exact no-ops on its recurrent state (their decay and write strength are masked to 0).
+Padding follows `omjax.models.base` (positions count real tokens only). As in the reference,
+padded tokens are zeroed before the Gated DeltaNet; here they are also exact no-ops on its
+recurrent state (their decay and write strength are masked to 0), so a left-padded row
+computes what the unpadded row would.
 
-Cache (one per batch, from `init_cache`): `index` counts the slots written so far (shared by
-the batch), `positions` [B] the next position id of each row, `key_mask` [B, S] which slots hold
-real tokens; per layer either `{"k", "v"}` [B, S, K, H] (full attention) or
-`{"conv" [B, kernel-1, C], "state" [B, Hv, Dk, Dv]}` (linear attention, state kept in f32).
-Decoding after a prefill expects left padding (the conv state holds the last kernel-1 inputs).
+Cache (`init_cache`): the common `{"layers", "positions", "index"}` of `omjax.models.base`;
+a full-attention layer holds `k`, `v` [B, S, K, Dh], a linear-attention layer holds
+`conv` [B, kernel-1, C] (the last inputs of the convolution) and `state` [B, Hv, Dk, Dv]
+(f32). Decoding after a prefill expects left padding.
 
-LoRA targets: full-attention layers q, k, v, o, gate, up, down (the q target adapts the whole
-q projection, query and gate halves). Linear-attention layers q, k, v, o, gate, up, down where
-q, k, v adapt their slices of the fused `in_proj_qkv` (so a rank-r adapter per part) and o
-adapts `out_proj`; `in_proj_z`, `in_proj_a`, `in_proj_b` and the convolution stay frozen.
+LoRA targets: q, k, v, o, gate, up, down in every layer. In full-attention layers q adapts
+the whole q projection (query and gate halves). In linear-attention layers q, k and v adapt
+their slices of the fused `in_proj_qkv`, and o adapts `out_proj`; `in_proj_z`, `in_proj_a`,
+`in_proj_b` and the convolution stay frozen.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import math
-from typing import Any, Callable
+from typing import Callable
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-Params = dict[str, Any]
-Cache = dict[str, Any]
+from omjax.models import base
 
 LINEAR = "linear_attention"
 FULL = "full_attention"
@@ -47,7 +45,7 @@ FULL = "full_attention"
 
 @dataclasses.dataclass(frozen=True)
 class Config:
-    """Static description of a Qwen3.5 text decoder; hashable, so usable as a jit static arg."""
+    """Static description of a Qwen3.5 text decoder (hashable: a jit static argument)."""
 
     vocab_size: int
     """Rows of the token embedding and of the output head."""
@@ -62,50 +60,50 @@ class Config:
     num_heads: int
     """Query heads of the full-attention layers."""
     num_kv_heads: int
-    """Key/value heads of the full-attention layers (grouped-query attention)."""
+    """Key/value heads of the full-attention layers."""
     head_dim: int
     """Channels per full-attention head."""
     rotary_dim: int
     """Leading channels of each full-attention head that RoPE rotates (head_dim * partial_rotary_factor)."""
     rope_theta: float
     """RoPE base."""
-    rms_norm_eps: float
+    rms_eps: float
     """Epsilon of every RMSNorm."""
-    attention_bias: bool
-    """Whether the full-attention q/k/v/o projections carry a bias."""
     linear_num_key_heads: int
     """Query/key heads of the Gated DeltaNet."""
     linear_num_value_heads: int
-    """Value heads (and recurrent states) of the Gated DeltaNet; a multiple of the key heads."""
+    """Value heads (one recurrent state each) of the Gated DeltaNet; a multiple of the key heads."""
     linear_key_head_dim: int
     """Channels Dk per Gated DeltaNet query/key head."""
     linear_value_head_dim: int
     """Channels Dv per Gated DeltaNet value head."""
     linear_conv_kernel: int
     """Taps of the causal depthwise convolution over the fused q/k/v stream."""
-    tie_word_embeddings: bool
-    """Whether the output head is the transposed token embedding."""
-    weight_prefix: str = "model."
-    """Prefix of the decoder's tensor names: `model.` for a text checkpoint,
-    `model.language_model.` for the multimodal one."""
+    tie_embeddings: bool = False
+    """The output head is the transposed token embedding."""
+    attention_bias: bool = False
+    """The full-attention q/k/v/o projections carry a bias."""
     chunk_size: int = 64
     """Chunk length of the chunked Gated DeltaNet prefill."""
 
     def __post_init__(self):
         if len(self.layer_types) != self.num_layers:
-            raise ValueError(f"layer_types has {len(self.layer_types)} entries for {self.num_layers} layers")
+            raise ValueError(f"qwen3_5: layer_types has {len(self.layer_types)} entries for "
+                             f"{self.num_layers} layers")
         bad = sorted(set(self.layer_types) - {LINEAR, FULL})
         if bad:
-            raise ValueError(f"unknown qwen3_5 layer types {bad}; expected {LINEAR!r} or {FULL!r}")
+            raise ValueError(f"qwen3_5: unknown layer types {bad}; expected {LINEAR!r} or {FULL!r}")
         if self.num_heads % self.num_kv_heads:
-            raise ValueError(f"num_heads {self.num_heads} is not a multiple of num_kv_heads {self.num_kv_heads}")
+            raise ValueError(f"qwen3_5: num_heads {self.num_heads} is not a multiple of "
+                             f"num_kv_heads {self.num_kv_heads}")
         if self.linear_num_value_heads % self.linear_num_key_heads:
-            raise ValueError(
-                f"linear_num_value_heads {self.linear_num_value_heads} is not a multiple of "
-                f"linear_num_key_heads {self.linear_num_key_heads}"
-            )
+            raise ValueError(f"qwen3_5: linear_num_value_heads {self.linear_num_value_heads} is not "
+                             f"a multiple of linear_num_key_heads {self.linear_num_key_heads}")
         if self.rotary_dim % 2 or not 0 < self.rotary_dim <= self.head_dim:
-            raise ValueError(f"rotary_dim {self.rotary_dim} must be even and in (0, head_dim={self.head_dim}]")
+            raise ValueError(f"qwen3_5: rotary_dim {self.rotary_dim} must be even and in "
+                             f"(0, head_dim={self.head_dim}]")
+        if self.chunk_size < 1:
+            raise ValueError(f"qwen3_5: chunk_size must be >= 1, got {self.chunk_size}")
 
     @property
     def key_dim(self) -> int:
@@ -117,13 +115,35 @@ class Config:
 
     @property
     def conv_dim(self) -> int:
+        """Channels of the fused q/k/v stream that the convolution runs over."""
         return 2 * self.key_dim + self.value_dim
+
+    @property
+    def n_params(self) -> int:
+        """Parameter count of the frozen base (embeddings counted once when tied)."""
+        d, f = self.hidden_size, self.intermediate_size
+        mlp_norms = 3 * d * f + 2 * d
+        hd, h, k = self.head_dim, self.num_heads, self.num_kv_heads
+        full = d * hd * (2 * h + 2 * k) + h * hd * d + 2 * hd
+        if self.attention_bias:
+            full += hd * (2 * h + 2 * k) + d
+        hv = self.linear_num_value_heads
+        linear = (d * (self.conv_dim + self.value_dim + 2 * hv) + self.conv_dim * self.linear_conv_kernel
+                  + 2 * hv + self.linear_value_head_dim + self.value_dim * d)
+        layers = sum(full if kind == FULL else linear for kind in self.layer_types)
+        emb = self.vocab_size * d * (1 if self.tie_embeddings else 2)
+        return layers + self.num_layers * mlp_norms + emb + d
 
 
 def config_from_hf(hf_config: dict) -> Config:
-    """Builds the Config from a `config.json` dict (`qwen3_5_text`, or `qwen3_5` with a text_config)."""
-    multimodal = "text_config" in hf_config
-    text = hf_config["text_config"] if multimodal else hf_config
+    """Config from a `config.json` dict: `qwen3_5_text`, or `qwen3_5` whose text_config is used."""
+    text = hf_config.get("text_config", hf_config)
+
+    def need(key):
+        if key not in text:
+            raise ValueError(f"qwen3_5 config.json lacks {key!r}")
+        return text[key]
+
     act = text.get("hidden_act", "silu")
     if act != "silu":
         raise ValueError(f"qwen3_5: hidden_act {act!r} is not supported (only 'silu')")
@@ -133,211 +153,102 @@ def config_from_hf(hf_config: dict) -> Config:
         raise ValueError(f"qwen3_5: rope_type {rope_type!r} is not supported (only 'default')")
     partial = rope.get("partial_rotary_factor", text.get("partial_rotary_factor", 0.25))
     theta = rope.get("rope_theta", text.get("rope_theta", 10000.0))
-    n_layers = text["num_hidden_layers"]
-    head_dim = text.get("head_dim") or text["hidden_size"] // text["num_attention_heads"]
+    n_layers = need("num_hidden_layers")
+    heads = need("num_attention_heads")
+    head_dim = text.get("head_dim") or need("hidden_size") // heads
     layer_types = text.get("layer_types")
     if layer_types is None:
         interval = text.get("full_attention_interval", 4)
         layer_types = [LINEAR if (i + 1) % interval else FULL for i in range(n_layers)]
-    tie = hf_config.get("tie_word_embeddings", text.get("tie_word_embeddings", False))
+    tie = text.get("tie_word_embeddings", hf_config.get("tie_word_embeddings", False))
     return Config(
-        vocab_size=text["vocab_size"],
-        hidden_size=text["hidden_size"],
-        intermediate_size=text["intermediate_size"],
-        num_layers=n_layers,
-        layer_types=tuple(layer_types[:n_layers]),
-        num_heads=text["num_attention_heads"],
-        num_kv_heads=text["num_key_value_heads"],
-        head_dim=head_dim,
-        rotary_dim=int(head_dim * partial),
-        rope_theta=float(theta),
-        rms_norm_eps=text.get("rms_norm_eps", 1e-6),
-        attention_bias=bool(text.get("attention_bias", False)),
-        linear_num_key_heads=text["linear_num_key_heads"],
-        linear_num_value_heads=text["linear_num_value_heads"],
-        linear_key_head_dim=text["linear_key_head_dim"],
-        linear_value_head_dim=text["linear_value_head_dim"],
-        linear_conv_kernel=text["linear_conv_kernel_dim"],
-        tie_word_embeddings=bool(tie),
-        weight_prefix="model.language_model." if multimodal else "model.",
-    )
+        vocab_size=need("vocab_size"), hidden_size=need("hidden_size"),
+        intermediate_size=need("intermediate_size"), num_layers=n_layers,
+        layer_types=tuple(layer_types[:n_layers]), num_heads=heads,
+        num_kv_heads=text.get("num_key_value_heads") or heads, head_dim=head_dim,
+        rotary_dim=int(head_dim * partial), rope_theta=float(theta),
+        rms_eps=float(text.get("rms_norm_eps", 1e-6)),
+        linear_num_key_heads=need("linear_num_key_heads"),
+        linear_num_value_heads=need("linear_num_value_heads"),
+        linear_key_head_dim=need("linear_key_head_dim"),
+        linear_value_head_dim=need("linear_value_head_dim"),
+        linear_conv_kernel=need("linear_conv_kernel_dim"),
+        tie_embeddings=bool(tie), attention_bias=bool(text.get("attention_bias", False)))
 
 
-def params_from_hf(cfg: Config, get: Callable[[str], np.ndarray], dtype) -> Params:
-    """Maps HF tensors to the params pytree; linear weights become [D_in, D_out]."""
-
-    def load(name: str, shape: tuple[int, ...], transpose: bool = False) -> jnp.ndarray:
-        arr = np.asarray(get(name))
-        if transpose:
-            arr = arr.T
-        if arr.shape != shape:
-            raise ValueError(f"qwen3_5: tensor {name} has shape {arr.shape}, expected {shape}")
-        return jnp.asarray(arr, dtype=dtype)
-
-    def linear(name: str, d_in: int, d_out: int) -> jnp.ndarray:
-        return load(name + ".weight", (d_in, d_out), transpose=True)
-
-    D, F, p = cfg.hidden_size, cfg.intermediate_size, cfg.weight_prefix
+def params_from_hf(cfg: Config, get: Callable[[str], np.ndarray], dtype) -> dict:
+    """Parameter pytree from HF tensors named as in `Qwen3_5ForCausalLM`; linears as [D_in, D_out]."""
+    d, f = cfg.hidden_size, cfg.intermediate_size
     layers = []
     for i, kind in enumerate(cfg.layer_types):
-        lp = f"{p}layers.{i}."
+        p = f"model.layers.{i}."
+        vec = lambda name, n: base.take(get, p + name, (n,), dtype)
+        lin = lambda name, d_out, d_in: base.take(get, p + name + ".weight", (d_out, d_in), dtype,
+                                                  transpose=True)
         layer = {
-            "input_norm": load(lp + "input_layernorm.weight", (D,)),
-            "post_norm": load(lp + "post_attention_layernorm.weight", (D,)),
-            "gate": linear(lp + "mlp.gate_proj", D, F),
-            "up": linear(lp + "mlp.up_proj", D, F),
-            "down": linear(lp + "mlp.down_proj", F, D),
+            "attn_norm": vec("input_layernorm.weight", d),
+            "mlp_norm": vec("post_attention_layernorm.weight", d),
+            "gate": lin("mlp.gate_proj", f, d), "up": lin("mlp.up_proj", f, d),
+            "down": lin("mlp.down_proj", d, f),
         }
         if kind == FULL:
-            ap = lp + "self_attn."
-            H, K, Hd = cfg.num_heads, cfg.num_kv_heads, cfg.head_dim
+            hd, hq, hkv = cfg.head_dim, cfg.num_heads * cfg.head_dim, cfg.num_kv_heads * cfg.head_dim
             layer.update(
-                q=linear(ap + "q_proj", D, 2 * H * Hd),
-                k=linear(ap + "k_proj", D, K * Hd),
-                v=linear(ap + "v_proj", D, K * Hd),
-                o=linear(ap + "o_proj", H * Hd, D),
-                q_norm=load(ap + "q_norm.weight", (Hd,)),
-                k_norm=load(ap + "k_norm.weight", (Hd,)),
-            )
+                q=lin("self_attn.q_proj", 2 * hq, d), k=lin("self_attn.k_proj", hkv, d),
+                v=lin("self_attn.v_proj", hkv, d), o=lin("self_attn.o_proj", d, hq),
+                q_norm=vec("self_attn.q_norm.weight", hd), k_norm=vec("self_attn.k_norm.weight", hd))
             if cfg.attention_bias:
-                layer.update(
-                    q_bias=load(ap + "q_proj.bias", (2 * H * Hd,)),
-                    k_bias=load(ap + "k_proj.bias", (K * Hd,)),
-                    v_bias=load(ap + "v_proj.bias", (K * Hd,)),
-                    o_bias=load(ap + "o_proj.bias", (D,)),
-                )
+                for t, n in (("q", 2 * hq), ("k", hkv), ("v", hkv), ("o", d)):
+                    layer[t + "_bias"] = vec(f"self_attn.{t}_proj.bias", n)
         else:
-            ap = lp + "linear_attn."
-            Hv = cfg.linear_num_value_heads
-            conv = load(ap + "conv1d.weight", (cfg.conv_dim, 1, cfg.linear_conv_kernel))
+            hv = cfg.linear_num_value_heads
+            conv = base.take(get, p + "linear_attn.conv1d.weight",
+                             (cfg.conv_dim, 1, cfg.linear_conv_kernel), dtype)
             layer.update(
-                qkv=linear(ap + "in_proj_qkv", D, cfg.conv_dim),
-                z=linear(ap + "in_proj_z", D, cfg.value_dim),
-                b=linear(ap + "in_proj_b", D, Hv),
-                a=linear(ap + "in_proj_a", D, Hv),
-                conv=conv[:, 0, :].T,  # [kernel, C]
-                dt_bias=load(ap + "dt_bias", (Hv,)),
-                A_log=load(ap + "A_log", (Hv,)),
-                norm=load(ap + "norm.weight", (cfg.linear_value_head_dim,)),
-                o=linear(ap + "out_proj", cfg.value_dim, D),
-            )
+                qkv=lin("linear_attn.in_proj_qkv", cfg.conv_dim, d),
+                z=lin("linear_attn.in_proj_z", cfg.value_dim, d),
+                b=lin("linear_attn.in_proj_b", hv, d), a=lin("linear_attn.in_proj_a", hv, d),
+                conv=conv[:, 0, :].T,                                            # [kernel, C]
+                dt_bias=vec("linear_attn.dt_bias", hv), A_log=vec("linear_attn.A_log", hv),
+                out_norm=vec("linear_attn.norm.weight", cfg.linear_value_head_dim),
+                o=lin("linear_attn.out_proj", d, cfg.value_dim))
         layers.append(layer)
-    params = {
-        "embed": load(p + "embed_tokens.weight", (cfg.vocab_size, D)),
-        "final_norm": load(p + "norm.weight", (D,)),
-        "layers": layers,
-    }
-    if not cfg.tie_word_embeddings:
-        params["lm_head"] = linear("lm_head", D, cfg.vocab_size)
+    params = {"embed": base.take(get, "model.embed_tokens.weight", (cfg.vocab_size, d), dtype),
+              "layers": layers, "norm": base.take(get, "model.norm.weight", (d,), dtype)}
+    if not cfg.tie_embeddings:
+        params["lm_head"] = base.take(get, "lm_head.weight", (cfg.vocab_size, d), dtype,
+                                      transpose=True)
     return params
 
 
 def lora_shapes(cfg: Config) -> list[dict[str, tuple[int, int]]]:
-    """Per layer, the (d_in, d_out) of each LoRA target (see the module docstring)."""
-    D, F = cfg.hidden_size, cfg.intermediate_size
-    mlp = {"gate": (D, F), "up": (D, F), "down": (F, D)}
+    """Per layer, (d_in, d_out) of each LoRA target (see the module docstring)."""
+    d, f = cfg.hidden_size, cfg.intermediate_size
+    mlp = {"gate": (d, f), "up": (d, f), "down": (f, d)}
     shapes = []
     for kind in cfg.layer_types:
         if kind == FULL:
-            H, K, Hd = cfg.num_heads, cfg.num_kv_heads, cfg.head_dim
-            mix = {"q": (D, 2 * H * Hd), "k": (D, K * Hd), "v": (D, K * Hd), "o": (H * Hd, D)}
+            hq, hkv = cfg.num_heads * cfg.head_dim, cfg.num_kv_heads * cfg.head_dim
+            mix = {"q": (d, 2 * hq), "k": (d, hkv), "v": (d, hkv), "o": (hq, d)}
         else:
-            mix = {"q": (D, cfg.key_dim), "k": (D, cfg.key_dim), "v": (D, cfg.value_dim), "o": (cfg.value_dim, D)}
+            mix = {"q": (d, cfg.key_dim), "k": (d, cfg.key_dim), "v": (d, cfg.value_dim),
+                   "o": (cfg.value_dim, d)}
         shapes.append({**mix, **mlp})
     return shapes
 
 
-def init_cache(cfg: Config, batch: int, max_len: int, dtype) -> Cache:
-    """An empty cache for `batch` rows and up to `max_len` tokens."""
+def init_cache(cfg: Config, batch: int, max_len: int, dtype=jnp.float32) -> dict:
+    """An empty cache for `batch` rows and up to `max_len` tokens (see the module docstring)."""
     layers = []
     for kind in cfg.layer_types:
         if kind == FULL:
-            kv = jnp.zeros((batch, max_len, cfg.num_kv_heads, cfg.head_dim), dtype)  # [B, S, K, H]
-            layers.append({"k": kv, "v": kv})
+            layers.append(base.kv_layer_cache(batch, max_len, cfg.num_kv_heads, cfg.head_dim, dtype))
         else:
-            layers.append(
-                {
-                    "conv": jnp.zeros((batch, cfg.linear_conv_kernel - 1, cfg.conv_dim), dtype),
-                    "state": jnp.zeros(
-                        (batch, cfg.linear_num_value_heads, cfg.linear_key_head_dim, cfg.linear_value_head_dim),
-                        jnp.float32,
-                    ),
-                }
-            )
-    return {
-        "index": jnp.zeros((), jnp.int32),
-        "positions": jnp.zeros((batch,), jnp.int32),
-        "key_mask": jnp.zeros((batch, max_len), bool),
-        "layers": layers,
-    }
-
-
-# ----------------------------------------------------------------------------- building blocks
-
-
-def _lora_linear(x, w, adapter, scale, bias=None):
-    """x @ w (+ bias) plus the low-rank update (x @ a) @ b * scale when an adapter is given."""
-    y = x @ w
-    if bias is not None:
-        y = y + bias
-    if adapter is not None:
-        y = y + ((x @ adapter["a"].astype(x.dtype)) @ adapter["b"].astype(x.dtype)) * scale
-    return y
-
-
-def _rms(x, eps):
-    x32 = x.astype(jnp.float32)
-    return x32 * jax.lax.rsqrt(jnp.mean(x32 * x32, axis=-1, keepdims=True) + eps)
-
-
-def _zc_rms_norm(x, w, eps):
-    """Zero-centred RMSNorm: the stored weight w scales by (1 + w), applied in f32."""
-    return (_rms(x, eps) * (1.0 + w.astype(jnp.float32))).astype(x.dtype)
-
-
-def _gated_rms_norm(x, z, w, eps):
-    """RMSNorm of the delta-rule read-out, scaled by w and gated by SiLU(z)."""
-    normed = w * _rms(x, eps).astype(x.dtype)
-    return (normed * jax.nn.silu(z.astype(jnp.float32))).astype(x.dtype)
-
-
-def _l2norm(x, eps=1e-6):
-    return x * jax.lax.rsqrt(jnp.sum(x * x, axis=-1, keepdims=True) + eps)
-
-
-def _rope(x, positions, rotary_dim, theta):
-    """Rotate-half RoPE on the first `rotary_dim` channels of x [B, T, N, H]; the rest pass through."""
-    inv_freq = 1.0 / (theta ** (np.arange(0, rotary_dim, 2, dtype=np.float32) / rotary_dim))  # [R/2]
-    angles = positions.astype(jnp.float32)[..., None] * inv_freq  # [B, T, R/2]
-    cos = jnp.concatenate([jnp.cos(angles)] * 2, axis=-1)[:, :, None, :]  # [B, T, 1, R]
-    sin = jnp.concatenate([jnp.sin(angles)] * 2, axis=-1)[:, :, None, :]
-    rot, rest = x[..., :rotary_dim].astype(jnp.float32), x[..., rotary_dim:]
-    half = rotary_dim // 2
-    rotated = jnp.concatenate([-rot[..., half:], rot[..., :half]], axis=-1)
-    out = (rot * cos + rotated * sin).astype(x.dtype)
-    return jnp.concatenate([out, rest], axis=-1)
-
-
-def _attend(q, k, v, allowed):
-    """Grouped-query softmax attention.
-
-    q [B, T, N, H], k/v [B, S, K, H], allowed [B, T, S] -> [B, T, N, H]. Rows with no allowed key
-    (left-padding queries) get a uniform average instead of NaN; their outputs are never read.
-    """
-    B, T, N, H = q.shape
-    K = k.shape[2]
-    qg = q.reshape(B, T, K, N // K, H)  # [B, T, K, G, H]
-    logits = jnp.einsum("btkgh,bskh->bkgts", qg, k).astype(jnp.float32) * (H**-0.5)
-    logits = jnp.where(allowed[:, None, None], logits, jnp.finfo(jnp.float32).min)
-    probs = jax.nn.softmax(logits, axis=-1).astype(v.dtype)  # [B, K, G, T, S]
-    out = jnp.einsum("bkgts,bskh->btkgh", probs, v)
-    return out.reshape(B, T, N, H)
-
-
-def _mlp(x, layer, ad, scale):
-    g = _lora_linear(x, layer["gate"], ad.get("gate"), scale)
-    u = _lora_linear(x, layer["up"], ad.get("up"), scale)
-    return _lora_linear(jax.nn.silu(g) * u, layer["down"], ad.get("down"), scale)
+            layers.append({
+                "conv": jnp.zeros((batch, cfg.linear_conv_kernel - 1, cfg.conv_dim), dtype),
+                "state": jnp.zeros((batch, cfg.linear_num_value_heads, cfg.linear_key_head_dim,
+                                    cfg.linear_value_head_dim), jnp.float32)})
+    return base.init_cache_common(layers, batch, max_len)
 
 
 # ----------------------------------------------------------------------------- gated delta rule
@@ -414,133 +325,140 @@ def gated_delta_chunked(q, k, v, g, beta, state, chunk_size):
     return out[:, :T], state
 
 
+
+
 # ----------------------------------------------------------------------------- layers
 
 
-def _full_attention(x, layer, ad, scale, cfg: Config, positions, kv, index, key_mask):
-    """Gated attention. kv: this layer's cache entry or None; key_mask [B, S] the valid key slots."""
-    B, T, _ = x.shape
-    H, K, Hd = cfg.num_heads, cfg.num_kv_heads, cfg.head_dim
-    qg = _lora_linear(x, layer["q"], ad.get("q"), scale, layer.get("q_bias")).reshape(B, T, H, 2 * Hd)
-    q, gate = qg[..., :Hd], qg[..., Hd:].reshape(B, T, H * Hd)
-    k = _lora_linear(x, layer["k"], ad.get("k"), scale, layer.get("k_bias")).reshape(B, T, K, Hd)
-    v = _lora_linear(x, layer["v"], ad.get("v"), scale, layer.get("v_bias")).reshape(B, T, K, Hd)
-    q = _rope(_zc_rms_norm(q, layer["q_norm"], cfg.rms_norm_eps), positions, cfg.rotary_dim, cfg.rope_theta)
-    k = _rope(_zc_rms_norm(k, layer["k_norm"], cfg.rms_norm_eps), positions, cfg.rotary_dim, cfg.rope_theta)
-    if kv is not None:
-        k = jax.lax.dynamic_update_slice(kv["k"], k.astype(kv["k"].dtype), (0, index, 0, 0))  # [B, S, K, H]
-        v = jax.lax.dynamic_update_slice(kv["v"], v.astype(kv["v"].dtype), (0, index, 0, 0))
-        kv = {"k": k, "v": v}
-    S = k.shape[1]
-    causal = jnp.arange(S)[None, :] <= (index + jnp.arange(T))[:, None]  # [T, S]
-    allowed = causal[None] & key_mask[:, None, :]  # [B, T, S]
-    out = _attend(q, k.astype(q.dtype), v.astype(q.dtype), allowed).reshape(B, T, H * Hd)
-    out = out * jax.nn.sigmoid(gate)
-    return _lora_linear(out, layer["o"], ad.get("o"), scale, layer.get("o_bias")), kv
+def _full_attention(p: dict, cfg: Config, h, ctx: base.Context, cos, sin, lora_layer, scale,
+                    layer_cache):
+    """Gated attention on the normed hidden states h [B, T, D]."""
+    b, t, _ = h.shape
+    nh, hd = cfg.num_heads, cfg.head_dim
+    proj = lambda name: base.lora_linear(h, p[name], lora_layer, name, scale, p.get(name + "_bias"))
+    qg = proj("q").reshape(b, t, nh, 2 * hd)                         # per head: query | gate
+    q, gate = qg[..., :hd], qg[..., hd:].reshape(b, t, nh * hd)      # [B, T, H, Dh], [B, T, H*Dh]
+    k = proj("k").reshape(b, t, cfg.num_kv_heads, hd)                # [B, T, K, Dh]
+    v = proj("v").reshape(b, t, cfg.num_kv_heads, hd)
+    q = base.apply_rope(base.rms_norm(q, p["q_norm"], cfg.rms_eps, unit_offset=True), cos, sin)
+    k = base.apply_rope(base.rms_norm(k, p["k_norm"], cfg.rms_eps, unit_offset=True), cos, sin)
+    if layer_cache is not None:
+        layer_cache = base.cache_write(layer_cache, ctx, k=k, v=v)
+        k, v = layer_cache["k"], layer_cache["v"]                    # [B, S, K, Dh]
+    o = base.attention(q, k, v, ctx.mask(), scale=hd ** -0.5).reshape(b, t, nh * hd)
+    o = o * jax.nn.sigmoid(gate)
+    return base.lora_linear(o, p["o"], lora_layer, "o", scale, p.get("o_bias")), layer_cache
 
 
 def _causal_conv(x, w, conv_state):
-    """Depthwise causal convolution with SiLU. x [B, T, C], w [kernel, C], conv_state [B, kernel-1, C]."""
-    T = x.shape[1]
-    kernel = w.shape[0]
-    xx = jnp.concatenate([conv_state.astype(x.dtype), x], axis=1)  # [B, kernel-1+T, C]
-    out = sum(xx[:, j : j + T] * w[j] for j in range(kernel))
-    return jax.nn.silu(out), xx[:, T:]
+    """Depthwise causal convolution + SiLU: x [B, T, C], w [kernel, C], conv_state [B, kernel-1, C].
+
+    Returns the output [B, T, C] and the last kernel-1 inputs (the next conv_state)."""
+    t, kernel = x.shape[1], w.shape[0]
+    xx = jnp.concatenate([conv_state.astype(x.dtype), x], axis=1)   # [B, kernel-1+T, C]
+    out = sum(xx[:, j:j + t] * w[j] for j in range(kernel))
+    return jax.nn.silu(out), xx[:, t:]
 
 
-def _gated_delta_net(x, layer, ad, scale, cfg: Config, mask, lin_cache):
-    """Gated DeltaNet token mixer. x [B, T, D], mask [B, T]; lin_cache the layer's cache entry or None."""
-    B, T, _ = x.shape
-    Nk, Nv, Dk, Dv = cfg.linear_num_key_heads, cfg.linear_num_value_heads, cfg.linear_key_head_dim, cfg.linear_value_head_dim
-    x = x * mask[..., None].astype(x.dtype)
-    w_qkv = layer["qkv"]
-    parts = [(0, cfg.key_dim, "q"), (cfg.key_dim, 2 * cfg.key_dim, "k"), (2 * cfg.key_dim, cfg.conv_dim, "v")]
-    mixed = jnp.concatenate(
-        [_lora_linear(x, w_qkv[:, lo:hi], ad.get(name), scale) for lo, hi, name in parts], axis=-1
-    )  # [B, T, C]
-    z = (x @ layer["z"]).reshape(B, T, Nv, Dv)
-    beta = jax.nn.sigmoid((x @ layer["b"]).astype(jnp.float32))  # [B, T, Nv]
-    a = (x @ layer["a"]).astype(jnp.float32)
-    g = -jnp.exp(layer["A_log"].astype(jnp.float32)) * jax.nn.softplus(a + layer["dt_bias"].astype(jnp.float32))
-    valid = mask[..., None]
-    g, beta = jnp.where(valid, g, 0.0), jnp.where(valid, beta, 0.0)
+def _gated_delta_net(p: dict, cfg: Config, h, real, lora_layer, scale, layer_cache):
+    """Gated DeltaNet on the normed hidden states h [B, T, D]; real [B, T] marks non-padding."""
+    b, t, _ = h.shape
+    nk, nv = cfg.linear_num_key_heads, cfg.linear_num_value_heads
+    dk, dv = cfg.linear_key_head_dim, cfg.linear_value_head_dim
+    h = h * real[..., None].astype(h.dtype)
+    w = p["qkv"]
+    kd = cfg.key_dim
+    mixed = jnp.concatenate([
+        base.lora_linear(h, w[:, :kd], lora_layer, "q", scale),
+        base.lora_linear(h, w[:, kd:2 * kd], lora_layer, "k", scale),
+        base.lora_linear(h, w[:, 2 * kd:], lora_layer, "v", scale)], axis=-1)   # [B, T, C]
+    z = (h @ p["z"]).reshape(b, t, nv, dv)
+    beta = jax.nn.sigmoid((h @ p["b"]).astype(jnp.float32))                      # [B, T, Hv]
+    a = (h @ p["a"]).astype(jnp.float32)
+    g = -jnp.exp(p["A_log"].astype(jnp.float32)) * jax.nn.softplus(a + p["dt_bias"].astype(jnp.float32))
+    g = jnp.where(real[..., None], g, 0.0)
+    beta = jnp.where(real[..., None], beta, 0.0)
 
-    if lin_cache is None:
-        conv_state = jnp.zeros((B, cfg.linear_conv_kernel - 1, cfg.conv_dim), x.dtype)
-        state = jnp.zeros((B, Nv, Dk, Dv), jnp.float32)
+    if layer_cache is None:
+        conv_state = jnp.zeros((b, cfg.linear_conv_kernel - 1, cfg.conv_dim), h.dtype)
+        state = jnp.zeros((b, nv, dk, dv), jnp.float32)
     else:
-        conv_state, state = lin_cache["conv"], lin_cache["state"]
-    mixed, conv_state = _causal_conv(mixed, layer["conv"], conv_state)
-    q = mixed[..., : cfg.key_dim].reshape(B, T, Nk, Dk).astype(jnp.float32)
-    k = mixed[..., cfg.key_dim : 2 * cfg.key_dim].reshape(B, T, Nk, Dk).astype(jnp.float32)
-    v = mixed[..., 2 * cfg.key_dim :].reshape(B, T, Nv, Dv).astype(jnp.float32)
-    # Each q/k head serves Nv // Nk consecutive value heads.
-    q = jnp.repeat(_l2norm(q), Nv // Nk, axis=2) * (Dk**-0.5)
-    k = jnp.repeat(_l2norm(k), Nv // Nk, axis=2)
-    if T == 1:
-        out, state = gated_delta_recurrent(q, k, v, g, beta, state)
+        conv_state, state = layer_cache["conv"], layer_cache["state"]
+    mixed, conv_state = _causal_conv(mixed, p["conv"], conv_state)
+    mixed = mixed.astype(jnp.float32)
+    q = mixed[..., :kd].reshape(b, t, nk, dk)
+    k = mixed[..., kd:2 * kd].reshape(b, t, nk, dk)
+    v = mixed[..., 2 * kd:].reshape(b, t, nv, dv)
+    # Each q/k head serves nv // nk consecutive value heads.
+    q = jnp.repeat(_l2norm(q), nv // nk, axis=2) * dk ** -0.5                  # [B, T, Hv, Dk]
+    k = jnp.repeat(_l2norm(k), nv // nk, axis=2)
+    if t == 1:
+        o, state = gated_delta_recurrent(q, k, v, g, beta, state)
     else:
-        out, state = gated_delta_chunked(q, k, v, g, beta, state, cfg.chunk_size)
-    out = _gated_rms_norm(out.astype(x.dtype), z, layer["norm"], cfg.rms_norm_eps).reshape(B, T, Nv * Dv)
-    new_cache = None if lin_cache is None else {"conv": conv_state.astype(lin_cache["conv"].dtype), "state": state}
-    return _lora_linear(out, layer["o"], ad.get("o"), scale), new_cache
+        o, state = gated_delta_chunked(q, k, v, g, beta, state, cfg.chunk_size)  # [B, T, Hv, Dv]
+    o = _gated_rms_norm(o.astype(h.dtype), z, p["out_norm"], cfg.rms_eps).reshape(b, t, nv * dv)
+    if layer_cache is not None:
+        layer_cache = {"conv": conv_state.astype(layer_cache["conv"].dtype), "state": state}
+    return base.lora_linear(o, p["o"], lora_layer, "o", scale), layer_cache
 
 
-# ----------------------------------------------------------------------------- model
+def _l2norm(x, eps=1e-6):
+    return x * jax.lax.rsqrt(jnp.sum(x * x, axis=-1, keepdims=True) + eps)
 
 
-def forward(params: Params, cfg: Config, tokens, *, attention_mask=None, lora=None, cache=None):
-    """Logits [B, T, V] (f32) for tokens [B, T] int32 and the updated cache (None if none was given).
+def _gated_rms_norm(x, z, w, eps):
+    """RMSNorm (plain weight w) of the delta-rule read-out, gated by SiLU(z) in f32."""
+    xf = x.astype(jnp.float32)
+    normed = (xf * jax.lax.rsqrt(jnp.mean(xf * xf, axis=-1, keepdims=True) + eps)).astype(x.dtype)
+    return (w * normed * jax.nn.silu(z.astype(jnp.float32))).astype(x.dtype)
 
-    attention_mask [B, T] marks real tokens (1) and padding (0); None means no padding. `lora` is
-    one agent's adapter `{"layers": [...], "scale": float}` or None.
+
+def _layer(p: dict, cfg: Config, i: int, x, ctx: base.Context, cos, sin, lora_layer, scale,
+           layer_cache):
+    h = base.rms_norm(x, p["attn_norm"], cfg.rms_eps, unit_offset=True)
+    if cfg.layer_types[i] == FULL:
+        h, layer_cache = _full_attention(p, cfg, h, ctx, cos, sin, lora_layer, scale, layer_cache)
+    else:
+        h, layer_cache = _gated_delta_net(p, cfg, h, ctx.q_pos >= 0, lora_layer, scale, layer_cache)
+    x = x + h
+    h = base.rms_norm(x, p["mlp_norm"], cfg.rms_eps, unit_offset=True)
+    return x + base.swiglu_mlp(h, p, lora_layer, scale), layer_cache
+
+
+def forward(params: dict, cfg: Config, tokens: jax.Array, *,
+            attention_mask: jax.Array | None = None, lora: dict | None = None,
+            lora_scale: float = 1.0, cache: dict | None = None, last_only: bool = False,
+            remat: bool = False) -> tuple[jax.Array, dict | None]:
+    """Logits `[B, T, V]` f32 (`[B, 1, V]` with `last_only`) and the updated cache.
+
+    tokens: [B, T] int32; attention_mask: [B, T] (1 = real token, 0 = padding; left padding
+    when a cache or `last_only` is used); lora: one adapter tree (no agent axis);
+    lora_scale: `LoraConfig.scale`; cache: from `init_cache` or a previous call; remat:
+    recompute each layer's activations in the backward pass.
     """
-    B, T = tokens.shape
-    mask = jnp.ones((B, T), bool) if attention_mask is None else attention_mask.astype(bool)
-    if mask.shape != (B, T):
-        raise ValueError(f"attention_mask has shape {mask.shape}, expected {(B, T)}")
-    offsets = jnp.cumsum(mask.astype(jnp.int32), axis=1) - 1  # [B, T]
-    if cache is None:
-        index = 0
-        positions = jnp.maximum(offsets, 0)
-        key_mask = mask
-    else:
-        index = cache["index"]
-        positions = jnp.maximum(cache["positions"][:, None] + offsets, 0)
-        key_mask = jax.lax.dynamic_update_slice(cache["key_mask"], mask, (0, index))
-    adapters, scale = _split_lora(lora, cfg)
-
-    x = params["embed"][tokens]  # [B, T, D]
+    if tokens.ndim != 2:
+        raise ValueError(f"qwen3_5: tokens must be [B, T], got shape {tokens.shape}")
+    if attention_mask is not None and attention_mask.shape != tokens.shape:
+        raise ValueError(f"qwen3_5: attention_mask shape {attention_mask.shape} != tokens shape "
+                         f"{tokens.shape}")
+    if lora is not None and len(lora["layers"]) != cfg.num_layers:
+        raise ValueError(f"qwen3_5: LoRA has {len(lora['layers'])} layers, the model {cfg.num_layers}")
+    ctx, cache = base.make_context(tokens, attention_mask, cache)
+    cos, sin = base.rope_cos_sin(jnp.maximum(ctx.q_pos, 0),
+                                 base.rope_inv_freq(cfg.rotary_dim, cfg.rope_theta))  # [B, T, R]
+    x = params["embed"][tokens]                                                       # [B, T, D]
+    layer_fn = jax.checkpoint(_layer, static_argnums=(1, 2)) if remat else _layer
     new_layers = []
-    for i, (kind, layer) in enumerate(zip(cfg.layer_types, params["layers"])):
-        ad = adapters[i]
+    for i, p in enumerate(params["layers"]):
+        lora_layer = None if lora is None else lora["layers"][i]
         layer_cache = None if cache is None else cache["layers"][i]
-        h = _zc_rms_norm(x, layer["input_norm"], cfg.rms_norm_eps)
-        if kind == FULL:
-            h, layer_cache = _full_attention(h, layer, ad, scale, cfg, positions, layer_cache, index, key_mask)
-        else:
-            h, layer_cache = _gated_delta_net(h, layer, ad, scale, cfg, mask, layer_cache)
-        x = x + h
-        x = x + _mlp(_zc_rms_norm(x, layer["post_norm"], cfg.rms_norm_eps), layer, ad, scale)
+        x, layer_cache = layer_fn(p, cfg, i, x, ctx, cos, sin, lora_layer, lora_scale, layer_cache)
         new_layers.append(layer_cache)
-    x = _zc_rms_norm(x, params["final_norm"], cfg.rms_norm_eps)
-    head = params["embed"].T if cfg.tie_word_embeddings else params["lm_head"]
-    logits = (x @ head).astype(jnp.float32)  # [B, T, V]
-    if cache is None:
-        return logits, None
-    new_cache = {
-        "index": index + T,
-        "positions": cache["positions"] + jnp.sum(mask, axis=1, dtype=jnp.int32),
-        "key_mask": key_mask,
-        "layers": new_layers,
-    }
-    return logits, new_cache
-
-
-def _split_lora(lora, cfg: Config):
-    if lora is None:
-        return [{} for _ in range(cfg.num_layers)], 0.0
-    layers = lora["layers"]
-    if len(layers) != cfg.num_layers:
-        raise ValueError(f"LoRA has {len(layers)} layers, the model {cfg.num_layers}")
-    return layers, lora["scale"]
+    if last_only:
+        x = x[:, -1:]
+    x = base.rms_norm(x, params["norm"], cfg.rms_eps, unit_offset=True)
+    w = params["embed"].T if cfg.tie_embeddings else params["lm_head"]                # [D, V]
+    logits = base.unembed(x, w)
+    if cache is not None:
+        cache = {**cache, "layers": new_layers}
+    return logits, cache
