@@ -1,0 +1,404 @@
+"""Typed run configuration shared by `omjax train` and `omjax eval`.
+
+A run is described by one YAML file whose top-level sections map onto the dataclasses below
+(`model`, `lora`, `env`, `policy`, `train`, `run`). Every field has a default, a type, and a
+docstring; values are validated when the dataclass is built, so a bad file fails before any model
+is loaded. A YAML file may start from another one with `base: other.yaml` (resolved relative to
+the file), and any leaf can be overridden on the command line as `section.key=value`.
+
+    cfg = load_config("configs/overcooked_aa_qwen3-4b.yaml", ["train.rounds=3", "seed=1"])
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import types
+import typing
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+
+
+class ConfigError(ValueError):
+    """A configuration file or override that cannot describe a valid run."""
+
+
+def _check(cond: bool, key: str, msg: str) -> None:
+    if not cond:
+        raise ConfigError(f"{key}: {msg}")
+
+
+@dataclasses.dataclass(frozen=True)
+class ModelConfig:
+    name: str = "smollm2-135m"
+    """Backbone passed to `omjax.models.load`: a registered name or a local checkpoint path."""
+
+    dtype: Literal["float32", "bfloat16"] = "float32"
+    """Dtype of the frozen base weights and activations; LoRA leaves stay float32."""
+
+    def __post_init__(self) -> None:
+        _check(bool(self.name), "model.name", "must name a backbone")
+
+
+@dataclasses.dataclass(frozen=True)
+class LoRAConfig:
+    rank: int = 16
+    """Rank r of every adapter (paper: 16 on Overcooked, 32 on Cleanup and Commons Harvest)."""
+
+    alpha: float = 32.0
+    """LoRA scale numerator: the adapter delta is multiplied by alpha / rank."""
+
+    targets: tuple[str, ...] = ("q", "k", "v", "o")
+    """Projection names inside each decoder layer that receive an adapter."""
+
+    init_std: float = 0.02
+    """Std of the Gaussian init of the A matrices; B starts at zero, so a fresh adapter is the
+    base model exactly and the first round samples from the reference policy."""
+
+    def __post_init__(self) -> None:
+        _check(self.rank >= 1, "lora.rank", f"must be >= 1, got {self.rank}")
+        _check(self.alpha > 0, "lora.alpha", f"must be > 0, got {self.alpha}")
+        _check(len(self.targets) > 0, "lora.targets", "must name at least one projection")
+        _check(self.init_std >= 0, "lora.init_std", f"must be >= 0, got {self.init_std}")
+
+
+GAMES = ("overcooked", "clean_up", "commons_harvest")
+
+
+@dataclasses.dataclass(frozen=True)
+class EnvConfig:
+    game: Literal["overcooked", "clean_up", "commons_harvest"] = "overcooked"
+    """Which game the agents play; selects the env, the option library and the prompt."""
+
+    layout: str = "asymmetric_advantages"
+    """Overcooked kitchen layout (ignored by the Melting Pot games, which have one map each)."""
+
+    horizon: int = 400
+    """Episode length T in primitive env steps (paper: 400 Overcooked/Harvest, 150 Cleanup)."""
+
+    n_agents: int = 2
+    """Number of agents N; each owns one LoRA adapter unless `train.shared_lora` is set."""
+
+    guards: str = ""
+    """Guard file (jsonl from `omjax guards`) that filters menus; empty uses the library's
+    bundled guard set for the game."""
+
+    def __post_init__(self) -> None:
+        _check(self.game in GAMES, "env.game", f"must be one of {GAMES}, got {self.game!r}")
+        _check(self.horizon >= 1, "env.horizon", f"must be >= 1, got {self.horizon}")
+        _check(self.n_agents >= 1, "env.n_agents", f"must be >= 1, got {self.n_agents}")
+
+
+@dataclasses.dataclass(frozen=True)
+class PolicyConfig:
+    action_interface: Literal["options", "native", "compound_json"] = "options"
+    """What the LLM chooses among: the feasibility-filtered option menu (the method), raw motor
+    actions (Ablations A/C) or free compound-JSON actions (Ablation D). Interfaces other than
+    `options` are registered through `omjax.train.rollout.register_interface`."""
+
+    decision_mode: Literal["letter", "sample"] = "letter"
+    """`letter`: score only the menu letters at the `choice:` position and sample among them
+    (constrained; one forward per decision). `sample`: generate the two-line reply token by token
+    and parse it."""
+
+    temperature: float = 0.9
+    """Sampling temperature of option choices (paper: 0.9 Overcooked, 0.7 Melting Pot)."""
+
+    max_new_tokens: int = 24
+    """Reply length cap in `sample` mode (the two-line reply needs about 12 tokens)."""
+
+    on_parse_failure: Literal["wait", "first", "random"] = "wait"
+    """Option taken when a sampled reply names no menu letter: the menu's `wait` entry, the
+    first menu entry, or a uniformly random one. Failures are counted per agent either way."""
+
+    memory_macros: int = 5
+    """How many of the agent's last decided macros the prompt's Memory block lists."""
+
+    reward_window: int = 100
+    """Steps over which the prompt's Memory block sums the team reward."""
+
+    def __post_init__(self) -> None:
+        _check(
+            self.action_interface in ("options", "native", "compound_json"),
+            "policy.action_interface",
+            f"must be options, native or compound_json, got {self.action_interface!r}",
+        )
+        _check(
+            self.decision_mode in ("letter", "sample"),
+            "policy.decision_mode",
+            f"must be letter or sample, got {self.decision_mode!r}",
+        )
+        _check(self.temperature > 0, "policy.temperature", f"must be > 0, got {self.temperature}")
+        _check(self.max_new_tokens >= 4, "policy.max_new_tokens", "must be >= 4")
+        _check(
+            self.on_parse_failure in ("wait", "first", "random"),
+            "policy.on_parse_failure",
+            f"must be wait, first or random, got {self.on_parse_failure!r}",
+        )
+        _check(self.memory_macros >= 0, "policy.memory_macros", "must be >= 0")
+        _check(self.reward_window >= 1, "policy.reward_window", "must be >= 1")
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainConfig:
+    rounds: int = 100
+    """Training rounds; each collects K joint rollouts and takes one PA-MAGRPO update."""
+
+    rollouts: int = 6
+    """K, the cohort size: joint rollouts per round whose team returns are normalized together
+    (paper: 6 Overcooked, 4 Melting Pot)."""
+
+    lr: float = 2e-5
+    """Adam learning rate (paper: 2e-5 Overcooked, 5e-5 Melting Pot)."""
+
+    clip_eps: float = 0.2
+    """PPO clip range epsilon on the per-decision importance ratio."""
+
+    epochs: int = 2
+    """E, PPO epochs over each agent's decisions per round."""
+
+    kl_coef: float = 0.05
+    """beta, weight of KL(pi_theta || pi_ref) where pi_ref is the frozen base (LoRA off)."""
+
+    max_grad_norm: float = 1.0
+    """Global-norm gradient clip, applied per agent."""
+
+    minibatch_size: int = 8
+    """Decisions per gradient step; each agent's decisions are split into minibatches in an
+    order drawn from the run seed."""
+
+    adam_b1: float = 0.9
+    """Adam first-moment decay."""
+
+    adam_b2: float = 0.999
+    """Adam second-moment decay."""
+
+    adam_eps: float = 1e-8
+    """Adam denominator epsilon."""
+
+    shared_lora: bool = False
+    """Ablation B: one adapter for all agents, updated on every agent's decisions."""
+
+    train: bool = True
+    """False keeps the base frozen (the frozen-base baselines): rollouts run, no update."""
+
+    def __post_init__(self) -> None:
+        _check(self.rounds >= 1, "train.rounds", f"must be >= 1, got {self.rounds}")
+        _check(self.rollouts >= 2, "train.rollouts", "a cohort needs K >= 2 rollouts")
+        _check(self.lr > 0, "train.lr", f"must be > 0, got {self.lr}")
+        _check(0 < self.clip_eps < 1, "train.clip_eps", f"must be in (0, 1), got {self.clip_eps}")
+        _check(self.epochs >= 1, "train.epochs", f"must be >= 1, got {self.epochs}")
+        _check(self.kl_coef >= 0, "train.kl_coef", f"must be >= 0, got {self.kl_coef}")
+        _check(self.max_grad_norm > 0, "train.max_grad_norm", "must be > 0")
+        _check(self.minibatch_size >= 1, "train.minibatch_size", "must be >= 1")
+        _check(0 <= self.adam_b1 < 1, "train.adam_b1", "must be in [0, 1)")
+        _check(0 <= self.adam_b2 < 1, "train.adam_b2", "must be in [0, 1)")
+        _check(self.adam_eps > 0, "train.adam_eps", "must be > 0")
+
+
+@dataclasses.dataclass(frozen=True)
+class RunConfig:
+    out_dir: str = "runs/default"
+    """Run directory: metrics.jsonl, per-round decision records, checkpoints, learning curve."""
+
+    keep_checkpoints: int = 2
+    """How many most recent round checkpoints to keep (the best one is kept separately)."""
+
+    progress: bool = True
+    """Show a tqdm progress bar over rounds and rollout steps."""
+
+    save_decisions: bool = True
+    """Write every decision of every round to `decisions/round_XXXX.jsonl` for audits."""
+
+    def __post_init__(self) -> None:
+        _check(bool(self.out_dir), "run.out_dir", "must be a directory path")
+        _check(self.keep_checkpoints >= 1, "run.keep_checkpoints", "must be >= 1")
+
+
+@dataclasses.dataclass(frozen=True)
+class Config:
+    seed: int = 0
+    """Training seed: LoRA init, env initial states, sampling, minibatch order."""
+
+    model: ModelConfig = dataclasses.field(default_factory=ModelConfig)
+    """Backbone."""
+
+    lora: LoRAConfig = dataclasses.field(default_factory=LoRAConfig)
+    """Adapters."""
+
+    env: EnvConfig = dataclasses.field(default_factory=EnvConfig)
+    """Game."""
+
+    policy: PolicyConfig = dataclasses.field(default_factory=PolicyConfig)
+    """Action interface and decoding."""
+
+    train: TrainConfig = dataclasses.field(default_factory=TrainConfig)
+    """PA-MAGRPO optimisation."""
+
+    run: RunConfig = dataclasses.field(default_factory=RunConfig)
+    """Outputs."""
+
+    def __post_init__(self) -> None:
+        _check(self.seed >= 0, "seed", f"must be >= 0, got {self.seed}")
+
+    @property
+    def n_adapters(self) -> int:
+        """Adapters in the bank: one per agent, or one in total under `shared_lora`."""
+        return 1 if self.train.shared_lora else self.env.n_agents
+
+    def to_dict(self) -> dict[str, Any]:
+        return _to_plain(dataclasses.asdict(self))
+
+
+def _to_plain(obj: Any) -> Any:
+    if isinstance(obj, dict):
+        return {k: _to_plain(v) for k, v in obj.items()}
+    if isinstance(obj, tuple):
+        return [_to_plain(v) for v in obj]
+    return obj
+
+
+# ------------------------------------------------------------------------------------------------
+# Building from plain data
+
+
+def _coerce(value: Any, tp: Any, key: str) -> Any:
+    """Convert a YAML or command-line value to the declared field type, or raise naming `key`."""
+    origin = typing.get_origin(tp)
+    if origin is Literal:
+        choices = typing.get_args(tp)
+        _check(value in choices, key, f"must be one of {list(choices)}, got {value!r}")
+        return value
+    if origin in (typing.Union, types.UnionType):
+        errors = []
+        for arg in typing.get_args(tp):
+            try:
+                return _coerce(value, arg, key)
+            except ConfigError as e:
+                errors.append(str(e))
+        raise ConfigError("; ".join(errors))
+    if origin is tuple:
+        (item_tp, _) = typing.get_args(tp)
+        if isinstance(value, str):
+            value = [v.strip() for v in value.split(",") if v.strip()]
+        _check(isinstance(value, (list, tuple)), key, f"expected a list, got {value!r}")
+        return tuple(_coerce(v, item_tp, f"{key}[{i}]") for i, v in enumerate(value))
+    if tp is bool:
+        if isinstance(value, str) and value.lower() in ("true", "false", "yes", "no", "1", "0"):
+            return value.lower() in ("true", "yes", "1")
+        _check(isinstance(value, bool), key, f"expected true or false, got {value!r}")
+        return value
+    if tp is int:
+        if isinstance(value, str):
+            try:
+                return int(value)
+            except ValueError:
+                raise ConfigError(f"{key}: expected an integer, got {value!r}") from None
+        _check(isinstance(value, int) and not isinstance(value, bool), key, f"expected an integer, got {value!r}")
+        return value
+    if tp is float:
+        if isinstance(value, str):
+            try:
+                return float(value)
+            except ValueError:
+                raise ConfigError(f"{key}: expected a number, got {value!r}") from None
+        _check(
+            isinstance(value, (int, float)) and not isinstance(value, bool),
+            key,
+            f"expected a number, got {value!r}",
+        )
+        return float(value)
+    if tp is str:
+        _check(isinstance(value, (str, int, float)) and not isinstance(value, bool), key, f"expected a string, got {value!r}")
+        return str(value)
+    raise ConfigError(f"{key}: unsupported field type {tp!r}")
+
+
+def from_dict(cls: type, data: dict[str, Any], prefix: str = "") -> Any:
+    """Build dataclass `cls` from nested plain data; unknown keys and bad values name the key."""
+    if not isinstance(data, dict):
+        raise ConfigError(f"{prefix.rstrip('.') or 'config'}: expected a mapping, got {data!r}")
+    hints = typing.get_type_hints(cls)
+    fields = {f.name: f for f in dataclasses.fields(cls)}
+    unknown = sorted(set(data) - set(fields))
+    if unknown:
+        raise ConfigError(
+            f"unknown config key {prefix + unknown[0]!r} (known keys in "
+            f"{prefix.rstrip('.') or 'the top level'}: {', '.join(sorted(fields))})"
+        )
+    kwargs = {}
+    for name, value in data.items():
+        tp = hints[name]
+        key = prefix + name
+        if dataclasses.is_dataclass(tp):
+            kwargs[name] = from_dict(tp, value if value is not None else {}, key + ".")
+        else:
+            kwargs[name] = _coerce(value, tp, key)
+    try:
+        return cls(**kwargs)
+    except ConfigError:
+        raise
+    except TypeError as e:
+        raise ConfigError(f"{prefix.rstrip('.') or 'config'}: {e}") from None
+
+
+def _deep_merge(base: dict, over: dict) -> dict:
+    out = dict(base)
+    for k, v in over.items():
+        out[k] = _deep_merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
+    return out
+
+
+def _read_yaml(path: Path, seen: tuple[Path, ...] = ()) -> dict[str, Any]:
+    path = path.resolve()
+    if not path.is_file():
+        raise ConfigError(f"config file not found: {path}")
+    if path in seen:
+        raise ConfigError(f"config `base` chain loops back to {path}")
+    try:
+        data = yaml.safe_load(path.read_text()) or {}
+    except yaml.YAMLError as e:
+        raise ConfigError(f"{path}: not valid YAML: {e}") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: top level must be a mapping of sections")
+    base = data.pop("base", None)
+    if base is None:
+        return data
+    return _deep_merge(_read_yaml(path.parent / str(base), seen + (path,)), data)
+
+
+def apply_overrides(data: dict[str, Any], overrides: list[str]) -> dict[str, Any]:
+    """Apply `a.b=value` strings to nested plain data; the value is parsed as YAML."""
+    out = _deep_merge({}, data)
+    for item in overrides:
+        if "=" not in item:
+            raise ConfigError(f"override {item!r} is not of the form key=value")
+        key, raw = item.split("=", 1)
+        parts = key.strip().split(".")
+        if not all(parts):
+            raise ConfigError(f"override {item!r} has an empty key part")
+        try:
+            value = yaml.safe_load(raw) if raw.strip() else ""
+        except yaml.YAMLError:
+            value = raw
+        node = out
+        for p in parts[:-1]:
+            child = node.get(p)
+            if child is None:
+                child = node[p] = {}
+            if not isinstance(child, dict):
+                raise ConfigError(f"override {item!r}: {p!r} is not a section")
+            node = child
+        node[parts[-1]] = value
+    return out
+
+
+def load_config(path: str | Path | None = None, overrides: list[str] | None = None) -> Config:
+    """Read a YAML config (following `base:`), apply `key=value` overrides, validate."""
+    data = _read_yaml(Path(path)) if path is not None else {}
+    return from_dict(Config, apply_overrides(data, list(overrides or [])))
+
+
+def dump_config(cfg: Config, path: str | Path) -> None:
+    Path(path).write_text(yaml.safe_dump(cfg.to_dict(), sort_keys=False))

@@ -1,0 +1,1 @@
+"""PA-MAGRPO training: cohort advantages, the vmapped per-agent update, rollouts, checkpoints."""

@@ -1,0 +1,90 @@
+"""PA-MAGRPO numeric core (Algorithm 1, lines 5-7): cohort advantages, clipped surrogate, KL.
+
+Pure functions over arrays; the agent axis never appears here (the update vmaps over it).
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+
+#: Cohort standard deviations at or below this count as zero spread (all rollouts scored alike).
+ZERO_SPREAD_TOL = 1e-6
+
+
+def group_advantages(returns: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """Group-relative advantage A_k = (R_k - mean) / std over the K rollouts of one cohort.
+
+    Args:
+      returns: [K] team return of each joint rollout.
+    Returns:
+      advantages [K]; all zero when the cohort has zero spread (no rollout is better than
+      another, so there is nothing to learn and dividing would give NaN), and
+      zero_spread, a bool scalar saying so.
+    """
+    returns = jnp.asarray(returns, jnp.float32)  # [K]
+    std = jnp.std(returns)
+    zero_spread = std <= ZERO_SPREAD_TOL
+    safe_std = jnp.where(zero_spread, 1.0, std)
+    adv = jnp.where(zero_spread, 0.0, (returns - jnp.mean(returns)) / safe_std)  # [K]
+    return adv, zero_spread
+
+
+def masked_mean(x: jax.Array, mask: jax.Array) -> jax.Array:
+    """Mean of x over entries where mask is true; 0 when nothing is valid."""
+    mask = mask.astype(x.dtype)
+    return jnp.sum(x * mask) / jnp.maximum(jnp.sum(mask), 1.0)
+
+
+def clipped_surrogate(
+    logp: jax.Array, old_logp: jax.Array, advantage: jax.Array, clip_eps: float
+) -> tuple[jax.Array, jax.Array, jax.Array]:
+    """Per-decision PPO objective -min(rho A, clip(rho, 1-eps, 1+eps) A).
+
+    Args:
+      logp: [B] log pi_theta(z | o) of the chosen option under the adapter being trained.
+      old_logp: [B] the same under the adapter that collected the rollouts.
+      advantage: [B] cohort advantage of the rollout each decision came from.
+    Returns:
+      loss [B], ratio rho [B], clipped [B] (whether the clipped branch was the active one).
+    """
+    ratio = jnp.exp(logp - old_logp)  # [B]
+    unclipped = ratio * advantage
+    clipped_ratio = jnp.clip(ratio, 1.0 - clip_eps, 1.0 + clip_eps)
+    clipped_obj = clipped_ratio * advantage
+    loss = -jnp.minimum(unclipped, clipped_obj)
+    was_clipped = clipped_obj < unclipped
+    return loss, ratio, was_clipped
+
+
+def kl_exact(logp_dist: jax.Array, ref_logp_dist: jax.Array, dist_mask: jax.Array) -> jax.Array:
+    """Exact KL(pi || pi_ref) between two distributions over the same finite menu.
+
+    Used in letter mode, where the policy is an explicit softmax over the menu letters.
+
+    Args:
+      logp_dist, ref_logp_dist: [B, M] normalised log-probabilities over M menu slots.
+      dist_mask: [B, M] which slots are real menu entries.
+    Returns:
+      [B] KL per decision.
+    """
+    p = jnp.exp(logp_dist)
+    terms = jnp.where(dist_mask, p * (logp_dist - ref_logp_dist), 0.0)
+    return jnp.sum(terms, axis=-1)
+
+
+def kl_k3(token_logp: jax.Array, ref_token_logp: jax.Array, token_mask: jax.Array) -> jax.Array:
+    """Per-token k3 estimator of KL(pi || pi_ref) summed over a sampled reply.
+
+    k3 = exp(ref - cur) - (ref - cur) - 1 is unbiased under samples from pi and never negative
+    (Schulman's estimator, as used by GRPO). Used in sample mode, where only the sampled tokens'
+    log-probs are known.
+
+    Args:
+      token_logp, ref_token_logp: [B, L] log-probs of the reply tokens.
+      token_mask: [B, L] which positions are reply tokens.
+    Returns:
+      [B] KL estimate per decision.
+    """
+    delta = jnp.where(token_mask, ref_token_logp - token_logp, 0.0)
+    return jnp.sum(jnp.where(token_mask, jnp.exp(delta) - delta - 1.0, 0.0), axis=-1)

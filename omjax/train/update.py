@@ -1,0 +1,189 @@
+"""The PA-MAGRPO update as one jitted function, vmapped over the agent axis of the adapter bank.
+
+The update is written for one agent against an abstract policy function
+
+    policy_fn(lora | None, inputs) -> PolicyOut
+
+(`lora=None` is the frozen base, i.e. the reference policy), so the same code trains LLM
+adapters and the small test policies. `make_bank_update` lifts it with `jax.vmap` over a leading
+agent axis of the LoRA tree, the optimizer state and the per-agent decision batches; decision
+batches are padded to one length and masked, so agents with different decision counts share one
+program. Only agent i's adapter sees agent i's decisions; under `shared_lora` the caller stacks
+every agent's decisions into a bank of one.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Callable, Literal
+
+import jax
+import jax.numpy as jnp
+import optax
+from flax import struct
+
+from omjax.train import grpo
+
+
+@struct.dataclass
+class PolicyOut:
+    """What a policy function returns for a batch of B decisions."""
+
+    logp: jax.Array
+    """[B] log-probability of the chosen reply under the scored policy."""
+
+    dist: jax.Array
+    """[B, M]: letter mode, normalised log-probs over the M menu slots; sample mode, the
+    log-prob of each of the M reply tokens."""
+
+    dist_mask: jax.Array
+    """[B, M] which entries of `dist` are real (menu slots or reply tokens)."""
+
+
+PolicyFn = Callable[[Any, Any], PolicyOut]
+
+
+@struct.dataclass
+class DecisionBatch:
+    """One agent's decisions of a round, padded to a fixed length B."""
+
+    inputs: Any
+    """Pytree of [B, ...] arrays the policy function reads (token ids, masks, menu letters)."""
+
+    advantage: jax.Array
+    """[B] cohort advantage of the rollout each decision belongs to."""
+
+    valid: jax.Array
+    """[B] false on padding rows."""
+
+
+@struct.dataclass
+class UpdateMetrics:
+    """Per gradient step statistics, each [E, n_minibatches] (plus the agent axis when vmapped)."""
+
+    loss: jax.Array
+    ratio: jax.Array
+    """Mean importance ratio over the minibatch's valid decisions (1 before the first step)."""
+    kl: jax.Array
+    """Mean KL(pi_theta || pi_ref) over the minibatch's valid decisions."""
+    clip_frac: jax.Array
+    grad_norm: jax.Array
+    """Global gradient norm before clipping."""
+    n_valid: jax.Array
+    stepped: jax.Array
+    """Whether the optimizer stepped (false on all-padding minibatches)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class UpdateSettings:
+    clip_eps: float
+    """PPO clip range."""
+    kl_coef: float
+    """Weight beta of the KL penalty."""
+    epochs: int
+    """PPO epochs E."""
+    minibatch_size: int
+    """Decisions per gradient step."""
+    kl_kind: Literal["exact", "k3"]
+    """`exact` for explicit menu distributions (letter mode), `k3` for sampled token sequences."""
+
+
+def make_optimizer(lr: float, max_grad_norm: float, b1: float = 0.9, b2: float = 0.999, eps: float = 1e-8):
+    """Adam with per-agent global-norm clipping (the clip sits inside the vmapped update)."""
+    return optax.chain(optax.clip_by_global_norm(max_grad_norm), optax.adam(lr, b1=b1, b2=b2, eps=eps))
+
+
+def _chunks(tree: Any, n: int) -> Any:
+    """[B, ...] -> [n, B // n, ...] on every leaf."""
+    return jax.tree.map(lambda x: x.reshape((n, x.shape[0] // n) + x.shape[1:]), tree)
+
+
+def _unchunk(tree: Any) -> Any:
+    return jax.tree.map(lambda x: x.reshape((-1,) + x.shape[2:]), tree)
+
+
+def make_agent_update(policy_fn: PolicyFn, optimizer: optax.GradientTransformation, settings: UpdateSettings):
+    """Build `update(lora, opt_state, batch, key) -> (lora, opt_state, UpdateMetrics)` for one agent.
+
+    The batch length B must be a multiple of `settings.minibatch_size`. Old and reference
+    log-probs are computed inside, before the first step, by the same policy function, so the
+    ratio is exactly 1 and (for a fresh zero-B adapter) the KL exactly 0 at the first step.
+    """
+    mb = settings.minibatch_size
+    kl_fn = grpo.kl_exact if settings.kl_kind == "exact" else grpo.kl_k3
+
+    def score_all(lora: Any, inputs: Any) -> PolicyOut:
+        # Minibatch-sized chunks bound activation memory to one gradient step's worth.
+        n = jax.tree.leaves(inputs)[0].shape[0] // mb
+        out = jax.lax.map(lambda x: policy_fn(lora, x), _chunks(inputs, n))
+        return _unchunk(out)
+
+    def loss_fn(lora, inputs, old, ref, advantage, valid):
+        cur = policy_fn(lora, inputs)
+        surrogate, ratio, clipped = grpo.clipped_surrogate(cur.logp, old.logp, advantage, settings.clip_eps)
+        kl = kl_fn(cur.dist, ref.dist, cur.dist_mask)  # [mb]
+        loss = grpo.masked_mean(surrogate, valid) + settings.kl_coef * grpo.masked_mean(kl, valid)
+        stats = dict(
+            ratio=grpo.masked_mean(ratio, valid),
+            kl=grpo.masked_mean(kl, valid),
+            clip_frac=grpo.masked_mean(clipped.astype(jnp.float32), valid),
+        )
+        return loss, stats
+
+    grad_fn = jax.value_and_grad(loss_fn, has_aux=True)
+
+    def update(lora, opt_state, batch: DecisionBatch, key: jax.Array):
+        b = batch.valid.shape[0]
+        n_mb = b // mb
+        old = jax.lax.stop_gradient(score_all(lora, batch.inputs))
+        ref = jax.lax.stop_gradient(score_all(None, batch.inputs))
+
+        def epoch(carry, epoch_key):
+            # Valid decisions first in a seed-drawn order, padding last, so padding fills whole
+            # trailing minibatches that are skipped instead of diluting real ones.
+            noise = jax.random.uniform(epoch_key, (b,))
+            order = jnp.argsort(jnp.where(batch.valid, noise, 2.0))  # [B]
+            idx = order.reshape(n_mb, mb)  # [n_mb, mb]
+
+            def step(carry, rows):
+                lora, opt_state = carry
+                take = lambda x: x[rows]
+                inputs = jax.tree.map(take, batch.inputs)
+                valid = batch.valid[rows]
+                (loss, stats), grads = grad_fn(
+                    lora, inputs, jax.tree.map(take, old), jax.tree.map(take, ref), batch.advantage[rows], valid
+                )
+                updates, new_opt = optimizer.update(grads, opt_state, lora)
+                new_lora = optax.apply_updates(lora, updates)
+                n_valid = jnp.sum(valid)
+                stepped = n_valid > 0
+                keep = lambda new, prev: jnp.where(stepped, new, prev)
+                carry = (jax.tree.map(keep, new_lora, lora), jax.tree.map(keep, new_opt, opt_state))
+                metrics = UpdateMetrics(
+                    loss=loss,
+                    ratio=stats["ratio"],
+                    kl=stats["kl"],
+                    clip_frac=stats["clip_frac"],
+                    grad_norm=optax.tree.norm(grads),
+                    n_valid=n_valid,
+                    stepped=stepped,
+                )
+                return carry, metrics
+
+            return jax.lax.scan(step, carry, idx)
+
+        (lora, opt_state), metrics = jax.lax.scan(epoch, (lora, opt_state), jax.random.split(key, settings.epochs))
+        return lora, opt_state, metrics
+
+    return update
+
+
+def make_bank_update(policy_fn: PolicyFn, optimizer: optax.GradientTransformation, settings: UpdateSettings):
+    """Jitted update of the whole adapter bank: vmap of the one-agent update over axis 0 of the
+    LoRA tree, optimizer state, decision batches ([A, B, ...]) and keys ([A, 2])."""
+    return jax.jit(jax.vmap(make_agent_update(policy_fn, optimizer, settings)))
+
+
+def init_opt_state(optimizer: optax.GradientTransformation, lora_bank: Any) -> Any:
+    """Per-agent optimizer state with the same leading agent axis as the bank."""
+    return jax.vmap(optimizer.init)(lora_bank)
