@@ -63,12 +63,12 @@ class LoRAConfig:
         _check(self.init_std >= 0, "lora.init_std", f"must be >= 0, got {self.init_std}")
 
 
-GAMES = ("overcooked", "clean_up", "commons_harvest")
+GAMES = ("overcooked", "cleanup", "harvest")
 
 
 @dataclasses.dataclass(frozen=True)
 class EnvConfig:
-    game: Literal["overcooked", "clean_up", "commons_harvest"] = "overcooked"
+    game: Literal["overcooked", "cleanup", "harvest"] = "overcooked"
     """Which game the agents play; selects the env, the option library and the prompt."""
 
     layout: str = "asymmetric_advantages"

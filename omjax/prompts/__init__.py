@@ -1,0 +1,14 @@
+"""Prompts and replies of the option-menu interface (paper §5.1's worked example).
+
+* `reply`: the two-line response contract (`state: ...` / `choice: <letter>`) and its tolerant
+  parser; `ParseFailure` rules live in `omjax.train.rollout`.
+* `chat`: rendering a (system, user, assistant-prefix) triple through a backbone's chat template.
+* `overcooked`: the Overcooked-AI system and user messages and the state label.
+* `Memory`: the per-agent memory block (last macros, team reward over a window).
+"""
+
+from omjax.prompts.chat import render_chat
+from omjax.prompts.memory import Memory
+from omjax.prompts.reply import Reply, format_reply, parse_reply
+
+__all__ = ["Memory", "Reply", "format_reply", "parse_reply", "render_chat"]
