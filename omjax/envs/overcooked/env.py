@@ -153,7 +153,8 @@ def _resolve_interacts(layout: Layout, state: State, actions: jax.Array):
                        & (jnp.sum(held == Item.DISH) < non_empty_pots))
         picked = jnp.where(pick, on_counter, Item.NONE)
         events["onion_pickup"].append(take_onion | (picked == Item.ONION))
-        events["tomato_pickup"].append(take_tomato | (picked == Item.TOMATO))
+        # overcooked_ai_py logs no event for taking a tomato from its dispenser.
+        events["tomato_pickup"].append(picked == Item.TOMATO)
         events["dish_pickup"].append(take_dish | (picked == Item.DISH))
         events["soup_pickup"].append(plate | is_soup(picked))
         dropped = jnp.where(drop, hand, Item.NONE)
