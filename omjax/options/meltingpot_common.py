@@ -55,6 +55,7 @@ INF = np.iinfo(np.int32).max
 # Cleaning beam of clean_up's Cleaner (beamLength 3, beamRadius 1): the centre lane covers 1..3
 # cells ahead, the two side lanes start beside the avatar and cover 0..2 cells ahead.
 BEAM_LENGTH = 3
+_HEAD = tuple((int(d[0]), int(d[1])) for d in HEADING)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -141,14 +142,13 @@ def distance_to(passable: np.ndarray, goal: np.ndarray) -> np.ndarray:
 
 def relative_move(ctx: Ctx, ori: int, step) -> int:
     """The move action that displaces an avatar facing `ori` by `step` (dx, dy)."""
-    heading = HEADING[ori]
-    right = HEADING[(ori + 1) % 4]
-    step = np.asarray(step)
-    if np.array_equal(step, heading):
+    step = (int(step[0]), int(step[1]))
+    hx, hy = _HEAD[ori]
+    if step == (hx, hy):
         return ctx.actions["FORWARD"]
-    if np.array_equal(step, -heading):
+    if step == (-hx, -hy):
         return ctx.actions["BACKWARD"]
-    if np.array_equal(step, right):
+    if step == _HEAD[(ori + 1) % 4]:
         return ctx.actions["STEP_RIGHT"]
     return ctx.actions["STEP_LEFT"]
 
@@ -158,17 +158,16 @@ def turn_toward(ctx: Ctx, ori: int, want: int) -> int:
 
 
 def _inside(layout: Layout, x: int, y: int) -> bool:
-    h, w = layout.shape
+    h, w = layout.walls.shape
     return 0 <= x < w and 0 <= y < h
 
 
 def beam_lanes(pos, ori: int) -> list[list[tuple[int, int]]]:
     """The cleaning beam's three lanes from an avatar at `pos` facing `ori`, cells in firing order."""
-    h = HEADING[ori]
-    r = HEADING[(ori + 1) % 4]
-    p = np.asarray(pos)
-    centre = [tuple(p + k * h) for k in range(1, BEAM_LENGTH + 1)]
-    sides = [[tuple(p + s * r + k * h) for k in range(BEAM_LENGTH)] for s in (-1, 1)]
+    (hx, hy), (rx, ry) = _HEAD[ori], _HEAD[(ori + 1) % 4]
+    x, y = int(pos[0]), int(pos[1])
+    centre = [(x + k * hx, y + k * hy) for k in range(1, BEAM_LENGTH + 1)]
+    sides = [[(x + s * rx + k * hx, y + s * ry + k * hy) for k in range(BEAM_LENGTH)] for s in (-1, 1)]
     return [centre, *sides]
 
 
@@ -178,7 +177,6 @@ def in_beam(layout: Layout, dirt: np.ndarray, pos, ori: int, target) -> bool:
     target = (int(target[0]), int(target[1]))
     for lane in beam_lanes(pos, ori):
         for x, y in lane:
-            x, y = int(x), int(y)
             if not _inside(layout, x, y) or layout.walls[y, x]:
                 break
             if (x, y) == target:
@@ -194,10 +192,9 @@ def firing_poses(layout: Layout, dirt: np.ndarray, target) -> np.ndarray:
     poses = np.zeros((4, h, w), bool)
     tx, ty = int(target[0]), int(target[1])
     for ori in range(4):
-        hd, rt = HEADING[ori], HEADING[(ori + 1) % 4]
-        cands = [(tx - k * hd[0], ty - k * hd[1]) for k in range(1, BEAM_LENGTH + 1)]
-        cands += [(tx - s * rt[0] - k * hd[0], ty - s * rt[1] - k * hd[1])
-                  for s in (-1, 1) for k in range(BEAM_LENGTH)]
+        (hx, hy), (rx, ry) = _HEAD[ori], _HEAD[(ori + 1) % 4]
+        cands = [(tx - k * hx, ty - k * hy) for k in range(1, BEAM_LENGTH + 1)]
+        cands += [(tx - s * rx - k * hx, ty - s * ry - k * hy) for s in (-1, 1) for k in range(BEAM_LENGTH)]
         for x, y in cands:
             if _inside(layout, x, y) and layout.walkable[y, x] and in_beam(layout, dirt, (x, y), ori, target):
                 poses[ori, y, x] = True
