@@ -1,0 +1,182 @@
+"""Parity of the `qwen3_5` family with transformers' `Qwen3_5ForCausalLM` on a tiny random checkpoint.
+
+The PyTorch model runs its reference (pure PyTorch) Gated DeltaNet and causal convolution on the
+CPU, so the checkpoint stays tiny: 4 layers (3 Gated DeltaNet, 1 gated attention), hidden 64.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+transformers = pytest.importorskip("transformers")
+
+from omjax import models  # noqa: E402
+from omjax.models import lora as lora_lib  # noqa: E402
+from omjax.models import qwen3_5  # noqa: E402
+
+TOL = 1e-4
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    """(torch model, omjax Model) for one tiny random checkpoint written by transformers."""
+    torch.manual_seed(0)
+    config = transformers.Qwen3_5TextConfig(
+        vocab_size=101, hidden_size=64, intermediate_size=96, num_hidden_layers=4,
+        num_attention_heads=4, num_key_value_heads=2, head_dim=16, linear_conv_kernel_dim=4,
+        linear_key_head_dim=8, linear_value_head_dim=12, linear_num_key_heads=2,
+        linear_num_value_heads=4, initializer_range=0.1)
+    ref = transformers.Qwen3_5ForCausalLM(config).eval()
+    with torch.no_grad():
+        # The init leaves norms at 0 (offset form), dt_bias at 1: move them so a wrong
+        # convention (w vs 1 + w, a missed bias) shows in the logits.
+        for name, p in ref.named_parameters():
+            if "norm" in name or "A_log" in name or "dt_bias" in name:
+                p.add_(0.3 * torch.randn_like(p))
+    path = tmp_path_factory.mktemp("qwen3_5_tiny")
+    ref.save_pretrained(path)
+    model = models.load(path, dtype=jnp.float32, with_tokenizer=False)
+    # Chunks of 4 tokens: the 11-token batches below run the scan over 3 chunks, the last padded.
+    model.config = dataclasses.replace(model.config, chunk_size=4)
+    return ref, model
+
+
+_forward = jax.jit(qwen3_5.forward, static_argnames=("cfg",))
+
+
+def _batch(cfg, batch=3, length=11, seed=0):
+    """Random tokens with row 0 unpadded, row 1 left-padded, row 2 right-padded."""
+    rng = np.random.default_rng(seed)
+    tokens = rng.integers(0, cfg.vocab_size, (batch, length)).astype(np.int32)
+    mask = np.ones((batch, length), np.int32)
+    mask[1, :4] = 0
+    mask[2, -3:] = 0
+    return tokens, mask
+
+
+def _torch_logits(ref, tokens, mask):
+    positions = np.maximum(np.cumsum(mask, axis=1) - 1, 0)
+    with torch.no_grad():
+        out = ref(input_ids=torch.tensor(tokens, dtype=torch.long),
+                  attention_mask=torch.tensor(mask, dtype=torch.long),
+                  position_ids=torch.tensor(positions, dtype=torch.long))
+    return out.logits.numpy()
+
+
+def _max_err(a, b, mask):
+    return float(np.abs(np.asarray(a) - np.asarray(b))[mask.astype(bool)].max())
+
+
+def test_config_from_hf_reads_layer_types_and_partial_rotary(tiny):
+    ref, model = tiny
+    cfg = model.config
+    assert cfg.layer_types == ("linear_attention",) * 3 + ("full_attention",)
+    assert cfg.rotary_dim == 4  # head_dim 16 * partial_rotary_factor 0.25
+    assert cfg.n_params == sum(p.numel() for p in ref.parameters())
+
+
+def test_logits_match_torch_with_left_and_right_padding(tiny):
+    ref, model = tiny
+    tokens, mask = _batch(model.config)
+    expected = _torch_logits(ref, tokens, mask)
+    logits, _ = _forward(model.params, model.config, jnp.asarray(tokens),
+                         attention_mask=jnp.asarray(mask))
+    assert logits.shape == (3, 11, model.config.vocab_size) and logits.dtype == jnp.float32
+    assert _max_err(logits, expected, mask) < TOL
+
+
+def test_lora_matches_torch_with_merged_weights(tiny):
+    ref, model = tiny
+    cfg = model.config
+    lcfg = lora_lib.LoraConfig(rank=4, alpha=8.0)
+    adapter = lora_lib.agent(lora_lib.init_lora(jax.random.PRNGKey(1), qwen3_5.lora_shapes(cfg), lcfg), 0)
+    keys = iter(jax.random.split(jax.random.PRNGKey(2), 1000))
+    for layer in adapter["layers"]:
+        for ab in layer.values():
+            ab["b"] = 0.3 * jax.random.normal(next(keys), ab["b"].shape)
+    assert all(set(layer) == set(lora_lib.ALL_TARGETS) for layer in adapter["layers"])
+
+    merged = copy.deepcopy(ref)
+    kd = cfg.key_dim
+    with torch.no_grad():
+        for i, (kind, layer) in enumerate(zip(cfg.layer_types, adapter["layers"])):
+            block = merged.model.layers[i]
+            for target, ab in layer.items():
+                delta = torch.tensor(np.asarray(ab["a"] @ ab["b"]) * lcfg.scale).T  # [d_out, d_in]
+                if target in ("gate", "up", "down"):
+                    getattr(block.mlp, f"{target}_proj").weight.add_(delta)
+                elif kind == "full_attention":
+                    getattr(block.self_attn, f"{target}_proj").weight.add_(delta)
+                elif target == "o":
+                    block.linear_attn.out_proj.weight.add_(delta)
+                else:
+                    rows = {"q": slice(0, kd), "k": slice(kd, 2 * kd), "v": slice(2 * kd, None)}[target]
+                    block.linear_attn.in_proj_qkv.weight[rows].add_(delta)
+
+    tokens, mask = _batch(cfg, seed=1)
+    expected = _torch_logits(merged, tokens, mask)
+    logits, _ = _forward(model.params, cfg, jnp.asarray(tokens), attention_mask=jnp.asarray(mask),
+                         lora=adapter, lora_scale=lcfg.scale)
+    assert _max_err(logits, expected, mask) < TOL
+    base_logits, _ = _forward(model.params, cfg, jnp.asarray(tokens), attention_mask=jnp.asarray(mask))
+    assert _max_err(base_logits, expected, mask) > 100 * TOL  # the adapter does change the logits
+
+
+def test_chunked_delta_rule_equals_recurrent():
+    rng = np.random.default_rng(3)
+    b, t, n, dk, dv = 2, 13, 3, 8, 5
+    q = rng.normal(size=(b, t, n, dk)).astype(np.float32)
+    k = rng.normal(size=(b, t, n, dk)).astype(np.float32)
+    k /= np.linalg.norm(k, axis=-1, keepdims=True)
+    v = rng.normal(size=(b, t, n, dv)).astype(np.float32)
+    g = -rng.uniform(0.0, 2.0, size=(b, t, n)).astype(np.float32)
+    beta = rng.uniform(0.0, 1.0, size=(b, t, n)).astype(np.float32)
+    state = rng.normal(size=(b, n, dk, dv)).astype(np.float32)
+    out_r, state_r = jax.jit(qwen3_5.gated_delta_recurrent)(q, k, v, g, beta, state)
+    chunked = jax.jit(qwen3_5.gated_delta_chunked, static_argnums=6)
+    for chunk in (4, 64):  # 4 chunks (the last padded), and one chunk of the whole sequence
+        out_c, state_c = chunked(q, k, v, g, beta, state, chunk)
+        np.testing.assert_allclose(out_c, out_r, atol=1e-5)
+        np.testing.assert_allclose(state_c, state_r, atol=1e-5)
+
+
+def test_decode_steps_match_full_forward(tiny):
+    _, model = tiny
+    cfg = model.config
+    rng = np.random.default_rng(4)
+    tokens = rng.integers(0, cfg.vocab_size, (3, 11)).astype(np.int32)
+    mask = np.ones_like(tokens)
+    mask[1, :3] = 0  # decoding continues left-padded prompts
+    mask[2, :6] = 0  # this row's prompt is all padding; its first real token is decoded
+    full, _ = _forward(model.params, cfg, jnp.asarray(tokens), attention_mask=jnp.asarray(mask))
+    prefill = 6
+    cache = qwen3_5.init_cache(cfg, 3, 16, jnp.float32)
+    logits, cache = _forward(model.params, cfg, jnp.asarray(tokens[:, :prefill]),
+                             attention_mask=jnp.asarray(mask[:, :prefill]), cache=cache)
+    steps = [logits]
+    for s in range(prefill, tokens.shape[1]):  # one-token steps take the recurrent path
+        logits, cache = _forward(model.params, cfg, jnp.asarray(tokens[:, s:s + 1]), cache=cache)
+        steps.append(logits)
+    assert int(cache["index"]) == tokens.shape[1]
+    assert _max_err(jnp.concatenate(steps, axis=1), full, mask) < TOL
+
+
+def test_bad_inputs_raise_clear_errors(tiny):
+    ref, model = tiny
+    state = {k: v.numpy() for k, v in ref.state_dict().items()}
+    name = "model.layers.0.linear_attn.conv1d.weight"
+    state[name] = state[name][:, :, :3]
+    with pytest.raises(ValueError, match="conv1d"):
+        qwen3_5.params_from_hf(model.config, state.__getitem__, jnp.float32)
+    tokens = jnp.zeros((2, 5), jnp.int32)
+    with pytest.raises(ValueError, match="attention_mask"):
+        qwen3_5.forward(model.params, model.config, tokens, attention_mask=jnp.ones((2, 4)))
+    with pytest.raises(ValueError, match="layer types"):
+        dataclasses.replace(model.config, layer_types=("mamba",) * 4)
