@@ -9,6 +9,10 @@ Conventions every family follows:
   "index": int32 []}`: `positions[b, s]` is the rotary position of the token stored in slot `s`
   (-1 for an empty or padding slot) and `index` is the next slot to write. All rows write the
   same slot range, so writes are one `dynamic_update_slice`; causality is by slot order.
+  Per-layer entries named in `SLOT_KEYS` carry the slot axis at position 1 (`[B, S, ...]`);
+  any other entry (a recurrent state) has no slot axis. A recurrent layer must leave its state
+  unchanged on padding tokens (mask == 0), because padding can sit between a cached prefix and
+  the next chunk.
 """
 
 from __future__ import annotations
@@ -190,6 +194,28 @@ def init_cache_common(layers: list[dict], batch: int, max_len: int) -> dict:
     return {"layers": layers,
             "positions": jnp.full((batch, max_len), -1, jnp.int32),
             "index": jnp.zeros((), jnp.int32)}
+
+
+SLOT_KEYS = ("k", "v")
+"""Per-layer cache entries whose axis 1 is the slot axis (extended by `cache_extend`)."""
+
+
+def cache_extend(cache: dict, extra: int) -> dict:
+    """Append `extra` empty slots to a cache (e.g. a prefilled shared prefix -> room for the
+    per-prompt suffix and generated tokens)."""
+    def pad(x):
+        return jnp.pad(x, [(0, 0), (0, extra)] + [(0, 0)] * (x.ndim - 2))
+
+    layers = [{k: pad(v) if k in SLOT_KEYS else v for k, v in layer.items()}
+              for layer in cache["layers"]]
+    positions = jnp.pad(cache["positions"], [(0, 0), (0, extra)], constant_values=-1)
+    return {**cache, "layers": layers, "positions": positions}
+
+
+def cache_broadcast(cache: dict, batch: int) -> dict:
+    """Repeat a batch-1 cache (a shared prefix) over `batch` rows."""
+    return jax.tree.map(lambda x: x if x.ndim == 0 else jnp.broadcast_to(x, (batch,) + x.shape[1:]),
+                        cache)
 
 
 def kv_layer_cache(batch: int, max_len: int, n_kv: int, head_dim: int, dtype,

@@ -1,0 +1,252 @@
+"""llama / qwen3 families against PyTorch `transformers` on tiny random checkpoints."""
+
+import json
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+import torch
+
+from omjax.models import family, inference, load, lora
+from omjax.models.loader import read_snapshot
+
+jax.config.update("jax_default_matmul_precision", "highest")
+
+V, T, B = 101, 13, 3
+
+
+def _tiny(kind: str):
+    import transformers as tf
+
+    common = dict(vocab_size=V, hidden_size=64, intermediate_size=96, num_hidden_layers=2,
+                  num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=128,
+                  rms_norm_eps=1e-6)
+    if kind == "llama":
+        return tf.LlamaForCausalLM(tf.LlamaConfig(**common, tie_word_embeddings=True))
+    if kind == "llama-untied-bias":
+        return tf.LlamaForCausalLM(tf.LlamaConfig(**common, tie_word_embeddings=False,
+                                                  attention_bias=True, mlp_bias=True,
+                                                  rope_scaling={"rope_type": "llama3", "factor": 8.0,
+                                                                "low_freq_factor": 1.0,
+                                                                "high_freq_factor": 4.0,
+                                                                "original_max_position_embeddings": 32}))
+    if kind == "qwen3":
+        return tf.Qwen3ForCausalLM(tf.Qwen3Config(**common, head_dim=24, tie_word_embeddings=False))
+    raise ValueError(kind)
+
+
+def _build(kind, tmp_path_factory):
+    torch.manual_seed(0)
+    model = _tiny(kind).eval()
+    # Perturb the norms so a wrong norm wiring cannot hide behind all-ones weights.
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if "norm" in name or "bias" in name:
+                p.add_(0.1 * torch.randn_like(p))
+    path = tmp_path_factory.mktemp(kind)
+    # A tiny shard limit forces a sharded checkpoint with model.safetensors.index.json.
+    model.save_pretrained(path, max_shard_size="50KB")
+    return model, path
+
+
+@pytest.fixture(scope="module", params=["llama", "llama-untied-bias", "qwen3"])
+def tiny(request, tmp_path_factory):
+    """Every dense variant: used by the parity tests."""
+    return _build(request.param, tmp_path_factory)
+
+
+@pytest.fixture(scope="module")
+def tiny_qwen3(tmp_path_factory):
+    """One variant for the machinery tests (LoRA bank, gradients, cache): the code path is
+    shared by all dense variants, and each extra variant costs a round of compiles."""
+    return _build("qwen3", tmp_path_factory)
+
+
+def _batch(seed=0):
+    rng = np.random.RandomState(seed)
+    tokens = rng.randint(0, V, (B, T)).astype(np.int32)
+    mask = np.ones((B, T), np.int32)
+    mask[1, :5] = 0   # left padding
+    mask[2, :1] = 0
+    return tokens, mask
+
+
+def _torch_logits(model, tokens, mask):
+    with torch.no_grad():
+        return model(input_ids=torch.tensor(tokens, dtype=torch.long),
+                     attention_mask=torch.tensor(mask, dtype=torch.long)).logits.float().numpy()
+
+
+def test_logits_match_pytorch(tiny):
+    model, path = tiny
+    assert (path / "model.safetensors.index.json").exists()
+    m = load(path, dtype=jnp.float32, with_tokenizer=False)
+    tokens, mask = _batch()
+    ours = np.asarray(m.logits(tokens, mask))
+    ref = _torch_logits(model, tokens, mask)
+    assert ours.shape == (B, T, V)
+    real = mask.astype(bool)
+    np.testing.assert_allclose(ours[real], ref[real], atol=1e-4, rtol=0)
+
+
+def _random_lora(m, cfg, seed=1, rank=4):
+    bank = lora.init_lora(jax.random.PRNGKey(seed), m.family.lora_shapes(m.config), cfg, 1)
+    # Nonzero B so the adapter actually changes the outputs.
+    leaves, tree = jax.tree.flatten(bank)
+    keys = jax.random.split(jax.random.PRNGKey(seed + 100), len(leaves))
+    leaves = [x + 0.05 * jax.random.normal(k, x.shape) for x, k in zip(leaves, keys)]
+    return lora.agent(jax.tree.unflatten(tree, leaves), 0)
+
+
+def test_lora_matches_peft(tiny):
+    import peft
+
+    model, path = tiny
+    m = load(path, dtype=jnp.float32, with_tokenizer=False)
+    cfg = lora.LoraConfig(rank=4, alpha=8.0)
+    adapter = _random_lora(m, cfg)
+    hf_names = {"q": "q_proj", "k": "k_proj", "v": "v_proj", "o": "o_proj",
+                "gate": "gate_proj", "up": "up_proj", "down": "down_proj"}
+    pcfg = peft.LoraConfig(r=cfg.rank, lora_alpha=cfg.alpha, lora_dropout=0.0,
+                           target_modules=list(hf_names.values()))
+    tokens, mask = _batch(1)
+    base_ref = _torch_logits(model, tokens, mask)
+    pm = peft.get_peft_model(model, pcfg).eval()
+    with torch.no_grad():
+        for i, layer in enumerate(adapter["layers"]):
+            for target, ab in layer.items():
+                parent = "self_attn" if target in ("q", "k", "v", "o") else "mlp"
+                mod = pm.base_model.model.model.layers[i].get_submodule(f"{parent}.{hf_names[target]}")
+                mod.lora_A["default"].weight.copy_(torch.tensor(np.asarray(ab["a"]).T))
+                mod.lora_B["default"].weight.copy_(torch.tensor(np.asarray(ab["b"]).T))
+    ref = _torch_logits(pm, tokens, mask)
+    pm.unload()  # give the module-scoped fixture its plain model back
+    ours = np.asarray(m.logits(tokens, mask, lora=adapter, lora_scale=cfg.scale))
+    real = mask.astype(bool)
+    assert np.abs(ref - base_ref)[real].max() > 1e-2, "the adapter must change the logits"
+    np.testing.assert_allclose(ours[real], ref[real], atol=1e-4, rtol=0)
+
+
+def test_zero_b_lora_equals_base_and_bank_equals_separate_calls(tiny_qwen3):
+    _, path = tiny_qwen3
+    m = load(path, dtype=jnp.float32, with_tokenizer=False)
+    cfg = lora.LoraConfig(rank=4, alpha=8.0, targets=("q", "v", "down"))
+    n_agents = 3
+    fresh = lora.init_lora(jax.random.PRNGKey(0), m.family.lora_shapes(m.config), cfg, n_agents)
+    tokens, mask = _batch(2)
+    base_logits = np.asarray(m.logits(tokens, mask))
+    zero = np.asarray(m.logits(tokens, mask, lora=lora.agent(fresh, 1), lora_scale=cfg.scale))
+    np.testing.assert_array_equal(zero, base_logits)
+
+    bank = jax.tree.map(lambda x: x + 0.05 * jax.random.normal(jax.random.PRNGKey(x.size), x.shape), fresh)
+    fwd = lambda ad: m.family.forward(m.params, m.config, jnp.asarray(tokens),
+                                      attention_mask=jnp.asarray(mask), lora=ad,
+                                      lora_scale=cfg.scale)[0]
+    together = np.asarray(jax.jit(jax.vmap(fwd))(bank))                  # [A, B, T, V]
+    assert together.shape == (n_agents, B, T, V)
+    for a in range(n_agents):
+        alone = np.asarray(m.logits(tokens, mask, lora=lora.agent(bank, a), lora_scale=cfg.scale))
+        np.testing.assert_allclose(together[a], alone, atol=1e-5, rtol=0)
+    assert np.abs(together[0] - together[1]).max() > 1e-3
+
+
+def test_lora_gradient_flows_and_remat_agrees(tiny_qwen3):
+    _, path = tiny_qwen3
+    m = load(path, dtype=jnp.float32, with_tokenizer=False)
+    cfg = lora.LoraConfig(rank=2, alpha=2.0)
+    adapter = lora.agent(lora.init_lora(jax.random.PRNGKey(3), m.family.lora_shapes(m.config), cfg), 0)
+    tokens, mask = _batch(3)
+    letters = jnp.asarray([5, 7, 11], jnp.int32)
+    chosen = jnp.asarray([0, 2, 1])
+
+    def loss(ad, remat):
+        lp = inference.choice_logprobs(m.family, m.params, m.config, jnp.asarray(tokens),
+                                       jnp.asarray(mask), letters, None, lora=ad,
+                                       lora_scale=cfg.scale, remat=remat)
+        return -jnp.mean(lp[jnp.arange(B), chosen])
+
+    g = jax.jit(jax.grad(loss), static_argnums=1)(adapter, False)
+    g_remat = jax.jit(jax.grad(loss), static_argnums=1)(adapter, True)
+    # With B = 0 only B receives gradient; it must be nonzero and finite.
+    b_norm = sum(float(jnp.abs(l["b"]).sum()) for layer in g["layers"] for l in layer.values())
+    a_norm = sum(float(jnp.abs(l["a"]).sum()) for layer in g["layers"] for l in layer.values())
+    assert np.isfinite(b_norm) and b_norm > 0 and a_norm == 0
+    for x, y in zip(jax.tree.leaves(g), jax.tree.leaves(g_remat)):
+        np.testing.assert_allclose(np.asarray(x), np.asarray(y), atol=1e-6)
+
+
+def test_cached_prefix_and_greedy_generation_match_pytorch(tiny_qwen3):
+    model, path = tiny_qwen3
+    m = load(path, dtype=jnp.float32, with_tokenizer=False)
+    rng = np.random.RandomState(4)
+    prefix = rng.randint(0, V, 6).tolist()
+    prompts = [prefix + rng.randint(0, V, n).tolist() for n in (3, 7)]
+    fam, cfg = m.family, m.config
+
+    # Prefix prefilled once, suffix chunk through the cache == full forward, last position.
+    pc = inference.prefill(fam, m.params, cfg, prefix)
+    suffix_tokens, suffix_mask = inference.left_pad([p[len(prefix):] for p in prompts])
+    cache = inference._extend_for(pc, 2, suffix_tokens.shape[1])
+    cached, _ = fam.forward(m.params, cfg, jnp.asarray(suffix_tokens),
+                            attention_mask=jnp.asarray(suffix_mask), cache=cache, last_only=True)
+    full_tokens, full_mask = inference.left_pad(prompts)
+    full = np.asarray(m.logits(full_tokens, full_mask))[:, -1]
+    np.testing.assert_allclose(np.asarray(cached)[:, -1], full, atol=1e-4, rtol=0)
+
+    n_new = 9
+    ours = inference.generate(fam, m.params, cfg, prompts, max_new_tokens=n_new, eos_ids=[V + 1],
+                              prefix=prefix)
+    for prompt, got in zip(prompts, ours):
+        with torch.no_grad():
+            ref = model.generate(torch.tensor([prompt]), max_new_tokens=n_new, do_sample=False,
+                                 eos_token_id=None, pad_token_id=0)[0, len(prompt):].tolist()
+        assert got == ref
+
+
+def test_top_p_sampling_keeps_only_the_nucleus():
+    logits = jnp.log(jnp.asarray([[0.5, 0.3, 0.15, 0.05]] * 512))
+    keys = jax.random.split(jax.random.PRNGKey(0), 1)
+    draws = np.asarray(inference.sample_logits(keys[0], logits, jnp.float32(1.0), jnp.float32(0.7)))
+    assert set(draws.tolist()) == {0, 1}
+    greedy = np.asarray(inference.sample_logits(keys[0], logits, jnp.float32(0.0), jnp.float32(1.0)))
+    assert (greedy == 0).all()
+
+
+def test_clear_errors(tiny_qwen3, tmp_path):
+    _, path = tiny_qwen3
+    hf, get = read_snapshot(path)
+    with pytest.raises(KeyError, match="model.layers.0.self_attn.q_proj.weight"):
+        family(hf["model_type"]).params_from_hf(
+            family(hf["model_type"]).config_from_hf(hf),
+            lambda n: (_ for _ in ()).throw(KeyError(f"tensor {n!r} not found")) if "q_proj" in n else get(n),
+            jnp.float32)
+    bad = dict(hf, intermediate_size=hf["intermediate_size"] + 1)
+    fam = family(hf["model_type"])
+    with pytest.raises(ValueError, match="mlp.gate_proj.weight"):
+        fam.params_from_hf(fam.config_from_hf(bad), get, jnp.float32)
+    with pytest.raises(ValueError, match="unsupported model_type 'mamba'"):
+        family("mamba")
+    (tmp_path / "config.json").write_text(json.dumps({"model_type": "llama"}))
+    with pytest.raises(FileNotFoundError, match="safetensors"):
+        load(tmp_path, with_tokenizer=False)
+    with pytest.raises(FileNotFoundError, match="no model at"):
+        load(tmp_path / "nowhere")
+
+
+def test_lora_save_restore_roundtrip(tmp_path):
+    cfg = lora.LoraConfig(rank=3, alpha=6.0, targets=("q", "up"))
+    shapes = [{"q": (8, 8), "up": (8, 12), "down": (12, 8)}] * 2
+    bank = lora.init_lora(jax.random.PRNGKey(0), shapes, cfg, n_agents=2)
+    bank = jax.tree.map(lambda x: x + 1.0, bank)
+    lora.save(tmp_path / "ck", bank, cfg)
+    back, cfg2 = lora.restore(tmp_path / "ck")
+    assert cfg2 == cfg
+    assert jax.tree.structure(back) == jax.tree.structure(bank)
+    for x, y in zip(jax.tree.leaves(bank), jax.tree.leaves(back)):
+        np.testing.assert_array_equal(np.asarray(x), np.asarray(y))
+    assert bank["layers"][0]["q"]["a"].shape == (2, 8, 3)
+    assert bank["layers"][1]["up"]["b"].shape == (2, 3, 12)
+    assert "down" not in bank["layers"][0]
+    with pytest.raises(ValueError, match="unknown LoRA targets"):
+        lora.LoraConfig(targets=("qkv",))
