@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from omjax.interfaces.reply import parse_choice
+from omjax.prompts.reply import parse_reply
 
 # Action orders are those of the simulators' own action sets, so a letter's index is the env
 # action index: overcooked_ai_py `Action.ALL_ACTIONS`, Melting Pot substrate `ACTION_SET`.
@@ -41,8 +41,8 @@ class NativeActionSet:
 
     def parse(self, reply: str) -> int | None:
         """Env action index chosen by the reply, or None on a parse failure."""
-        letter = parse_choice(reply, self.letters)
-        return None if letter is None else ord(letter) - ord("A")
+        parsed = parse_reply(reply, self.letters)
+        return None if parsed is None else ord(parsed.choice) - ord("A")
 
     def action_counts(self, actions: Sequence[int]) -> dict[str, int]:
         """Primitive-action distribution of one agent: action name -> count."""

@@ -8,7 +8,6 @@ from omjax.interfaces.compound_json import (
     render_vocabulary,
 )
 from omjax.interfaces.native import native_action_set
-from omjax.interfaces.reply import parse_choice
 from omjax.options.menu import instantiate
 from omjax.options.schema import EFFECT_FAIL, SUCCESS, Effect, Feature, OptionSpec, Reason, Schema, Transition
 
@@ -26,16 +25,6 @@ KITCHEN = Schema(
     effect_features=(HELD,),
 )
 INSTANCES = instantiate(KITCHEN, {"onion_dispenser": [(0, 1), (4, 1)], "counter": [(2, 0)]})
-
-
-def test_parse_choice():
-    letters = ("A", "B", "C")
-    assert parse_choice("state: cooking\nchoice: B", letters) == "B"
-    assert parse_choice("Choice: **c**", letters) == "C"
-    assert parse_choice("A", letters) == "A"
-    assert parse_choice("choice: D", letters) is None  # not on the menu
-    assert parse_choice("I think the best is to cook", letters) is None
-    assert parse_choice("choice: Apple", letters) is None
 
 
 def test_native_action_sets_follow_env_action_order():
