@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 
@@ -38,6 +39,9 @@ def _parser(command: str) -> argparse.ArgumentParser:
         p.add_argument("--min-support", type=int, default=SynthesisConfig.min_support)
         p.add_argument("--min-explicit", type=int, default=SynthesisConfig.min_explicit)
         p.add_argument("--max-literals", type=int, default=SynthesisConfig.max_literals)
+        p.add_argument("--solo-only-records", choices=("uncontested", "solo"),
+                       default=SynthesisConfig.solo_only_records,
+                       help="records that options without a private effect learn from")
     if command == "menu":
         p.add_argument("--agent", type=int, default=0)
         p.add_argument("--guards", default=None, help="guard file (default: the shipped one)")
@@ -55,6 +59,15 @@ def _run_burnin(lib, variant, args):
     return table, time.perf_counter() - t0
 
 
+def enable_compilation_cache() -> None:
+    """Keep compiled burn-in programs across processes (compiling one takes ~10 s on 2 cores)."""
+    import jax
+
+    path = os.environ.get("OMJAX_JAX_CACHE", os.path.join(os.path.expanduser("~"), ".cache", "omjax", "jax"))
+    jax.config.update("jax_compilation_cache_dir", path)
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", 1.0)
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if not argv or argv[0] not in ("burnin", "guards", "menu"):
@@ -69,6 +82,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"omjax {command}: {err}", file=sys.stderr)
         return 2
     schema = lib.SCHEMA
+    enable_compilation_cache()
 
     if command == "burnin":
         table, secs = _run_burnin(lib, variant, args)
@@ -79,7 +93,7 @@ def main(argv: list[str] | None = None) -> int:
 
     if command == "guards":
         config = SynthesisConfig(min_explicit=args.min_explicit, min_support=args.min_support,
-                                 max_literals=args.max_literals)
+                                 max_literals=args.max_literals, solo_only_records=args.solo_only_records)
         if args.records:
             table, secs = read_records_jsonl(args.records, schema), 0.0
         else:
@@ -89,13 +103,13 @@ def main(argv: list[str] | None = None) -> int:
         t0 = time.perf_counter()
         guards = synthesize(table, schema, config)
         synth_secs = time.perf_counter() - t0
-        violations = certificate_violations(guards, table, schema)
+        violations = certificate_violations(guards, table, schema, config)
         if violations:
             print(f"omjax guards: certificate violated: {violations} logged successes hidden", file=sys.stderr)
             return 1
         out = args.out or guard_path(args.game, variant)
         write_guards(out, guards)
-        print(diagnose(table, schema).render())
+        print(diagnose(table, schema, config).render())
         print(f"{len(table)} records (burn-in {secs:.2f} s), {len(guards)} guards "
               f"({sum(g.channel == 'explicit' for g in guards)} explicit) in {synth_secs:.3f} s -> {out}")
         print(json.dumps({"game": args.game, "variant": variant, "records": len(table),

@@ -129,6 +129,7 @@ class StepRecord:
     feats: jax.Array  # int8 [A, F]
     trans: jax.Array  # int8 [A, G]
     changed: jax.Array  # bool [A] some effect feature changed across the last step
+    contested: jax.Array  # bool [A] another agent INTERACTed with the same target on the last step
 
 
 class View(struct.PyTreeNode):
@@ -259,6 +260,16 @@ class OvercookedOptions:
         dist = xp.asarray(self.plans.dist)[xp.maximum(tgt, 0), xy[..., 1], xy[..., 0], f]
         return xp.where(tgt >= 0, dist + self.patience, self.wait_steps).astype(xp.int32)
 
+    def contested(self, xp, v: View, actions, inst):
+        """bool [A]: another agent INTERACTs this step with the target of each agent's instance.
+
+        `actions` int [A] are all agents' actions, `inst` int [A] each agent's instance."""
+        faced = v.pos + xp.asarray(DIR_VEC)[v.facing]  # [A, 2] cell each agent acts on
+        target = xp.asarray(self.inst_xy)[inst]  # [A, 2]
+        hits = (faced[None, :, :] == target[:, None, :]).all(-1) & (actions == Action.INTERACT)[None, :]  # [A, A]
+        others = ~xp.eye(len(actions), dtype=bool)
+        return (hits & others).any(-1) & (xp.asarray(self.inst_tgt)[inst] >= 0)
+
     def action(self, xp, v: View, agent, inst, left):
         """(action int32 [K], final bool [K]) of executing agents; other agents block moves."""
         tgt = xp.asarray(self.inst_tgt)[inst]
@@ -312,7 +323,8 @@ class OvercookedOptions:
         outcome = jnp.where(explicit, fail, jnp.where(final & ok, SUCCESS, EFFECT_FAIL)).astype(jnp.int8)
         record = StepRecord(valid=explicit | done, inst=jnp.where(explicit, choice, ex.inst), outcome=outcome,
                             start=ex.start, feats=ex.feats, trans=ex.trans,
-                            changed=done & jnp.any(pre != post, axis=-1))
+                            changed=done & jnp.any(pre != post, axis=-1),
+                            contested=done & self.contested(jnp, v, act, inst))
         ex = ex.replace(inst=jnp.where(done, -1, ex.inst), left=left)
         return next_state, ex, record
 
@@ -375,7 +387,8 @@ def _records_to_table(lib: OvercookedOptions, rec, ep_offset: int, solo: bool, k
     return RecordTable.build(
         ep=ep_offset + e, step=rec.start[:keep_envs][valid], aid=a, opt=lib.inst_opt[inst],
         target=lib.inst_xy[inst], features=rec.feats[:keep_envs][valid], transient=rec.trans[:keep_envs][valid],
-        outcome=rec.outcome[:keep_envs][valid], solo=np.full(len(inst), solo), changed=rec.changed[:keep_envs][valid])
+        outcome=rec.outcome[:keep_envs][valid], solo=np.full(len(inst), solo), changed=rec.changed[:keep_envs][valid],
+        contested=rec.contested[:keep_envs][valid])
 
 
 def solo_active(num_envs: int, num_agents: int, ep_offset: int = 0) -> np.ndarray:
@@ -433,7 +446,7 @@ def burnin_python(variant: str, episodes: list[tuple[int, bool]], choices: np.nd
     num_a = lib.num_agents
     agents = np.arange(num_a)
     cols = {k: [] for k in ("ep", "step", "aid", "opt", "target", "features", "transient", "outcome",
-                            "solo", "changed")}
+                            "solo", "changed", "contested")}
     start_state = jax.tree.map(np.asarray, initial_state(lib.layout))
     for e, (ep, solo) in enumerate(tqdm(episodes, desc="python burn-in", disable=not progress)):
         active = solo_active(1, num_a, ep)[0] if solo else np.ones(num_a, bool)
@@ -458,7 +471,7 @@ def burnin_python(variant: str, episodes: list[tuple[int, bool]], choices: np.nd
                 trans[a] = lib.transient_features(np, v, aa)[0]
                 start[a] = t
                 if fail >= 0:
-                    _append(cols, lib, ep, t, a, int(choice[a]), feats[a], trans[a], fail, solo, False)
+                    _append(cols, lib, ep, t, a, int(choice[a]), feats[a], trans[a], fail, solo, False, False)
                 else:
                     inst[a] = choice[a]
                     left[a] = lib.budget(np, v, aa, ca)[0]
@@ -468,6 +481,7 @@ def burnin_python(variant: str, episodes: list[tuple[int, bool]], choices: np.nd
                 act, fin = lib.action(np, v, agents[a:a + 1], inst[a:a + 1], left[a:a + 1])
                 actions[a], finals[a] = act[0], fin[0]
                 pre[a] = lib.effect_features(np, v, agents[a:a + 1], inst[a:a + 1])[0]
+            contested = lib.contested(np, v, actions, np.maximum(inst, 0))
             oa_state = mdp.get_state_transition(oa_state, tuple(joint[x] for x in actions))[0]
             state = from_overcooked_ai(lib.layout, oa_state)
             v_next = lib.view(np, state)
@@ -478,14 +492,14 @@ def burnin_python(variant: str, episodes: list[tuple[int, bool]], choices: np.nd
                 post = lib.effect_features(np, v_next, agents[a:a + 1], inst[a:a + 1])[0]
                 ok = finals[a] and effect_holds(SCHEMA, int(lib.inst_opt[inst[a]]), pre[a], post)
                 _append(cols, lib, ep, int(start[a]), a, int(inst[a]), feats[a], trans[a],
-                        SUCCESS if ok else EFFECT_FAIL, solo, bool(np.any(pre[a] != post)))
+                        SUCCESS if ok else EFFECT_FAIL, solo, bool(np.any(pre[a] != post)), bool(contested[a]))
                 inst[a] = -1
     if not cols["ep"]:
         return RecordTable.empty(len(SCHEMA.read_set), len(SCHEMA.transient))
     return RecordTable.build(**cols)
 
 
-def _append(cols, lib, ep, step, aid, inst, feats, trans, outcome, solo, changed):
+def _append(cols, lib, ep, step, aid, inst, feats, trans, outcome, solo, changed, contested):
     cols["ep"].append(ep)
     cols["step"].append(step)
     cols["aid"].append(aid)
@@ -496,6 +510,7 @@ def _append(cols, lib, ep, step, aid, inst, feats, trans, outcome, solo, changed
     cols["outcome"].append(outcome)
     cols["solo"].append(solo)
     cols["changed"].append(changed)
+    cols["contested"].append(contested)
 
 
 # ---------------------------------------------------------------------- menus

@@ -4,13 +4,16 @@ The jsonl form is the paper's record (§5.1 Stage 2) plus two fields the synthes
 
     {"ep": 512, "step": 41, "aid": 0, "opt": "start_cooking", "target": [4, 2],
      "features": {"held": "onion", "tgt_pot_state": "full"}, "outcome": "effect_fail",
-     "solo": false, "changed": false, "transient": {"partner_adjacent": "no"}}
+     "solo": false, "changed": false, "contested": false,
+     "transient": {"partner_adjacent": "no"}}
 
 `features` holds only the guard-eligible read set, measured at initiation; `transient` holds
 logged multi-agent features that synthesis never reads. `target` is `[x, y]` or null.
 `step` is the env step at which the execution was initiated; `changed` says whether any effect
 feature differed across the execution's last step (a success with `changed` false would be a
-vacuous success, which the contract diagnostics report).
+vacuous success, which the contract diagnostics report); `contested` says whether another agent
+acted on the same target on that last step (the only way a partner can still move a shared-state
+delta taken across the acting agent's own final step).
 """
 
 from __future__ import annotations
@@ -40,6 +43,7 @@ class RecordTable:
     outcome: np.ndarray  # int8 [N] (schema.SUCCESS, EFFECT_FAIL, EXPLICIT_BASE + Reason)
     solo: np.ndarray  # bool [N] True iff recorded in a solo (one acting agent) episode
     changed: np.ndarray  # bool [N] some effect feature differs between before and after the last step
+    contested: np.ndarray  # bool [N] another agent acted on the same target on the last step
 
     def __post_init__(self):
         n = len(self.ep)
@@ -57,17 +61,22 @@ class RecordTable:
                    opt=np.zeros(0, np.int16), target=np.zeros((0, 2), np.int32),
                    features=np.zeros((0, num_features), np.int8),
                    transient=np.zeros((0, num_transient), np.int8), outcome=np.zeros(0, np.int8),
-                   solo=np.zeros(0, bool), changed=np.zeros(0, bool))
+                   solo=np.zeros(0, bool), changed=np.zeros(0, bool),
+                   contested=np.zeros(0, bool))
 
     @classmethod
     def build(cls, **cols) -> "RecordTable":
-        """Cast columns to the canonical dtypes."""
+        """Cast columns to the canonical dtypes (`contested` may be omitted: all False)."""
         dtypes = {"ep": np.int32, "step": np.int32, "aid": np.int16, "opt": np.int16,
                   "target": np.int32, "features": np.int8, "transient": np.int8,
-                  "outcome": np.int8, "solo": bool, "changed": bool}
+                  "outcome": np.int8, "solo": bool, "changed": bool,
+                  "contested": bool}
         unknown = set(cols) - set(dtypes)
         if unknown:
             raise ValueError(f"unknown RecordTable columns {sorted(unknown)}")
+        if "contested" not in cols:
+            # A game that does not track it: no other agent is known to have touched the target.
+            cols = {**cols, "contested": np.zeros(len(cols["ep"]), bool)}
         return cls(**{k: np.asarray(cols[k], dtype=t) for k, t in dtypes.items()})
 
     def select(self, mask: np.ndarray) -> "RecordTable":
@@ -94,13 +103,14 @@ class RecordTable:
                 "outcome": outcome_name(self.outcome[i]),
                 "solo": bool(self.solo[i]),
                 "changed": bool(self.changed[i]),
+                "contested": bool(self.contested[i]),
                 "transient": {f.name: f.values[c] for f, c in zip(schema.transient, self.transient[i])},
             }
 
     @classmethod
     def from_dicts(cls, schema: Schema, rows) -> "RecordTable":
         cols = {k: [] for k in ("ep", "step", "aid", "opt", "target", "features", "transient",
-                                "outcome", "solo", "changed")}
+                                "outcome", "solo", "changed", "contested")}
         for line_no, row in enumerate(rows, 1):
             try:
                 cols["ep"].append(row["ep"])
@@ -115,6 +125,7 @@ class RecordTable:
                 cols["outcome"].append(outcome_code(row["outcome"]))
                 cols["solo"].append(bool(row.get("solo", False)))
                 cols["changed"].append(bool(row.get("changed", False)))
+                cols["contested"].append(bool(row.get("contested", False)))
             except (KeyError, ValueError, TypeError) as err:
                 raise ValueError(f"record {line_no}: {err!r}") from err
         if not cols["ep"]:

@@ -9,7 +9,11 @@ Two channels over a burn-in `RecordTable`, per option:
   certificate). A 2-literal conjunction containing an adopted 1-literal guard is dropped.
 
 Options whose effect has no private part (`OptionSpec.solo_only`) are synthesised from solo
-records only. Everything runs on the columnar table with `np.bincount`, so a million records
+records only (`solo_only_records="solo"`, the paper's rule) or, by default, from every record in
+which no other agent acted on the same target on the execution's final step
+(`"uncontested"`): effect deltas are taken across the acting agent's own final step, so that is
+the only way a partner could forge the effect, and solo-only data would never see `start_cooking`
+succeed on a layout where no single agent can fill a pot (forced_coordination). Everything runs on the columnar table with `np.bincount`, so a million records
 take well under a second.
 
 A guard file is jsonl, one `{"opt", "channel", "when", "support"}` object per line.
@@ -39,6 +43,10 @@ class SynthesisConfig:
     """an inferred conjunction must cover at least this many failures (and zero successes)"""
     max_literals: int = 2
     """conjunction size limit for the inferred channel (1 or 2)"""
+    solo_only_records: str = "uncontested"
+    """records that options without a private effect part learn from: "solo" (solo episodes
+    only, the paper's rule) or "uncontested" (solo episodes plus team records in which no other
+    agent acted on the same target on the execution's final step)"""
 
     def __post_init__(self):
         if self.min_explicit < 1 or self.min_support < 1:
@@ -46,6 +54,8 @@ class SynthesisConfig:
                              f"min_support={self.min_support}")
         if self.max_literals not in (1, 2):
             raise ValueError(f"max_literals must be 1 or 2, got {self.max_literals}")
+        if self.solo_only_records not in ("solo", "uncontested"):
+            raise ValueError(f"solo_only_records must be 'solo' or 'uncontested', got {self.solo_only_records!r}")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -65,16 +75,21 @@ class Guard:
         return {"opt": self.opt, "channel": self.channel, "when": dict(self.when), "support": int(self.support)}
 
 
-def eligible_mask(table: RecordTable, schema: Schema) -> np.ndarray:
-    """bool [N]: records synthesis may learn from (solo-only options: solo records only)."""
+def eligible_mask(table: RecordTable, schema: Schema, config: SynthesisConfig = SynthesisConfig()) -> np.ndarray:
+    """bool [N]: records synthesis may learn from.
+
+    Options whose effect has no private part could have their shared-state delta caused by
+    another agent; they learn only from records where that cannot happen (`solo_only_records`).
+    """
     solo_only = np.array([o.solo_only for o in schema.options], bool)
-    return ~solo_only[table.opt] | table.solo
+    safe = table.solo if config.solo_only_records == "solo" else table.solo | ~table.contested
+    return ~solo_only[table.opt] | safe
 
 
 def synthesize(table: RecordTable, schema: Schema, config: SynthesisConfig = SynthesisConfig()) -> list[Guard]:
     """Adopted guards, in option order; explicit before inferred, 1-literal before 2-literal."""
     guards: list[Guard] = []
-    keep = eligible_mask(table, schema)
+    keep = eligible_mask(table, schema, config)
     sizes = [len(f.values) for f in schema.read_set]
     for o, spec in enumerate(schema.options):
         rows = keep & (table.opt == o)
@@ -121,9 +136,10 @@ def covered(guard: Guard, table: RecordTable, schema: Schema) -> np.ndarray:
     return mask
 
 
-def certificate_violations(guards: list[Guard], table: RecordTable, schema: Schema) -> int:
+def certificate_violations(guards: list[Guard], table: RecordTable, schema: Schema,
+                           config: SynthesisConfig = SynthesisConfig()) -> int:
     """Number of eligible logged successes hidden by some inferred guard (must be 0)."""
-    succ = (table.outcome == SUCCESS) & eligible_mask(table, schema)
+    succ = (table.outcome == SUCCESS) & eligible_mask(table, schema, config)
     hidden = np.zeros(len(table), bool)
     for g in guards:
         if g.channel == "inferred":

@@ -36,12 +36,13 @@ def toy_schema() -> Schema:
 
 
 def make_table(rows):
-    """rows: (opt, held, pot, outcome, solo)."""
-    rows = np.array(rows, dtype=np.int64).reshape(-1, 5)
+    """rows: (opt, held, pot, outcome, solo[, contested])."""
+    rows = np.array([tuple(r) + (0,) * (6 - len(r)) for r in rows], dtype=np.int64).reshape(-1, 6)
     n = len(rows)
     return RecordTable.build(ep=np.arange(n), step=np.zeros(n), aid=np.zeros(n), opt=rows[:, 0],
                              target=np.zeros((n, 2)), features=rows[:, 1:3], transient=np.zeros((n, 1)),
-                             outcome=rows[:, 3], solo=rows[:, 4], changed=rows[:, 3] == SUCCESS)
+                             outcome=rows[:, 3], solo=rows[:, 4], changed=rows[:, 3] == SUCCESS,
+                             contested=rows[:, 5])
 
 
 def test_schema_rejects_absolute_effect_and_shared_private():
@@ -107,8 +108,8 @@ def test_synthesis_hand_computed():
     rows += [(1, 0, 1, F, 0)] * 7  # place with empty hands, empty pot
     rows += [(1, 0, 2, F, 0)] * 1
     rows += [(1, 1, 1, NP, 0)] * 5  # unreachable pot: explicit NoPath (covers held=onion&pot=empty!)
-    rows += [(2, 0, 2, S, 0)] * 9  # cook: team successes are ignored (solo-only option) ...
-    rows += [(2, 0, 2, F, 1)] * 6  # ... so these solo failures make held=none&pot=full a guard
+    rows += [(2, 0, 2, S, 0, 1)] * 9  # cook: contested team successes are ignored (solo-only option) ...
+    rows += [(2, 0, 2, F, 1)] * 6  # ... so these solo failures make pot=full a guard
     rows += [(2, 0, 3, F, 1)] * 5
     rows += [(2, 0, 1, S, 1)] * 1
     table = make_table(rows)
@@ -124,6 +125,14 @@ def test_synthesis_hand_computed():
     }
     assert got == want
     assert certificate_violations(guards, table, schema) == 0
+    # One uncontested team success of cook with pot=full vetoes that guard under the default rule,
+    # but not under the paper's solo-records-only rule.
+    table2 = make_table(rows + [(2, 0, 2, S, 0, 0)])
+    uncontested = {(g.opt, tuple(g.when.items())) for g in synthesize(table2, schema)}
+    solo_rule = {(g.opt, tuple(g.when.items()))
+                 for g in synthesize(table2, schema, SynthesisConfig(solo_only_records="solo"))}
+    assert ("cook", (("pot", "full"),)) not in uncontested
+    assert ("cook", (("pot", "full"),)) in solo_rule
     # With min_support 4 the dish literal also qualifies; 2-literal conjunctions containing an
     # adopted literal are dropped, so nothing 2-literal appears here.
     guards4 = synthesize(table, schema, SynthesisConfig(min_support=4))
@@ -149,7 +158,8 @@ def random_log(rng, schema, n):
     return RecordTable.build(ep=np.arange(n), step=np.zeros(n), aid=rng.integers(0, 2, n), opt=opt,
                              target=rng.integers(0, 5, (n, 2)), features=feats,
                              transient=rng.integers(0, 2, (n, 1)), outcome=outcome,
-                             solo=rng.random(n) < 0.3, changed=outcome == SUCCESS)
+                             solo=rng.random(n) < 0.3, changed=outcome == SUCCESS,
+                             contested=rng.random(n) < 0.1)
 
 
 @pytest.mark.parametrize("seed", range(5))
@@ -175,7 +185,7 @@ def test_records_and_guards_jsonl_roundtrip(tmp_path):
     path = tmp_path / "rec.jsonl"
     write_records_jsonl(path, table, schema)
     back = read_records_jsonl(path, schema)
-    for name in ("ep", "opt", "target", "features", "outcome", "solo", "changed", "transient"):
+    for name in ("ep", "opt", "target", "features", "outcome", "solo", "changed", "contested", "transient"):
         np.testing.assert_array_equal(getattr(back, name), getattr(table, name))
     guards = synthesize(table, schema)
     write_guards(tmp_path / "g.jsonl", guards)
@@ -237,11 +247,13 @@ def test_diagnostics_flags_defects():
     S, F, NP = SUCCESS, EFFECT_FAIL, EXPLICIT_BASE + Reason.NoPath
     table = make_table([(0, 0, 0, S, 0)] * 3 + [(1, 1, 1, NP, 0)] * 4 + [(2, 0, 2, F, 1)] * 2)
     table = RecordTable.build(**{**{k: getattr(table, k) for k in ("ep", "step", "aid", "opt", "target",
-                                                                   "features", "transient", "outcome", "solo")},
+                                                                   "features", "transient", "outcome", "solo",
+                                                                   "contested")},
                                  "changed": np.array([True, False, True] + [False] * 6)})
     d = diagnose(table, schema)
     assert d.always_explicit == ["place"]
     assert d.never_succeed == ["place", "cook"]
+    assert d.never_succeed_eligible == ["place", "cook"]
     assert d.never_run == ["wait"]
     assert d.empty_delta == ["pick"]
     assert not d.clean
