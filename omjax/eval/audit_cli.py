@@ -3,10 +3,12 @@
     omjax audit macro    --eval runs/x/eval [--out fig1.png]          # Fig. 1 from eval.jsonl
     omjax audit patches  --eval frozen=runs/f/eval tuned=runs/t/eval  # Fig. 2 from trajectories
     omjax audit heatmap  --eval runs/x/eval [--out fig3.png]          # Fig. 3 from trajectories
+    omjax audit solo     --policies cook idle --out solo.png           # §6.4 solo test + FC control
 
 `macro`, `patches` and `heatmap` read what `omjax eval` wrote (`eval.jsonl` and
-`trajectories/seed*.npz`), so an audit never re-runs a policy. Each also writes a JSON summary
-next to its PNG.
+`trajectories/seed*.npz`), so an audit never re-runs a policy. `solo` plays Overcooked with
+scripted option policies (`omjax.eval.scripted`) on each layout, once with the whole team and
+once per agent alone. Each audit also writes a JSON summary next to its PNG.
 """
 
 from __future__ import annotations
@@ -23,10 +25,12 @@ from omjax.eval.audits import (
     patch_survival,
     plot_macro_histogram,
     plot_patch_survival,
+    plot_solo_test,
     plot_visit_heatmaps,
     visit_counts,
 )
 from omjax.eval.results import Trajectory, read_results
+from omjax.eval.scripted import POLICIES
 
 
 def _eval_dir(path: str) -> Path:
@@ -121,7 +125,28 @@ def _parser() -> argparse.ArgumentParser:
     heatmap = sub.add_parser("heatmap", help="Fig. 3: per-agent visit heatmaps")
     heatmap.add_argument("--eval", required=True, help="eval directory (or its eval.jsonl)")
     heatmap.add_argument("--out", default=None, help="PNG path (default: <eval>/audit_heatmap.png)")
+    solo = sub.add_parser("solo", help="§6.4 solo test on Overcooked layouts (scripted option policies)")
+    solo.add_argument("--layouts", nargs="+", default=["asymmetric_advantages", "forced_coordination"])
+    solo.add_argument("--policies", nargs="+", default=["cook", "cook"],
+                      help=f"one scripted policy per agent, from: {', '.join(POLICIES)}")
+    solo.add_argument("--horizon", type=int, default=400, help="env steps per episode (paper: 400)")
+    solo.add_argument("--out", required=True, help="PNG path")
     return p
+
+
+def audit_solo(layouts: list[str], policy_names: list[str], horizon: int, out: Path) -> dict:
+    """§6.4: team vs solo deliveries per layout; Forced Coordination is the control."""
+    from omjax.eval.option_rollout import solo_test_overcooked
+
+    unknown = [name for name in policy_names if name not in POLICIES]
+    if unknown:
+        raise SystemExit(f"omjax audit solo: unknown policies {unknown}; known: {', '.join(POLICIES)}")
+    if horizon < 1:
+        raise SystemExit(f"omjax audit solo: --horizon must be >= 1, got {horizon}")
+    policies = [POLICIES[name] for name in policy_names]
+    reports = {layout: solo_test_overcooked(layout, policies, horizon) for layout in layouts}
+    plot_solo_test(reports, out, title=f"Solo test ({' + '.join(policy_names)}, {horizon} steps)")
+    return {layout: report.summary() for layout, report in reports.items()}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -136,10 +161,13 @@ def main(argv: list[str] | None = None) -> int:
     elif args.kind == "patches":
         out = Path(args.out)
         summary = audit_patches(_labelled(args.eval), out, args.n_patches)
-    else:
+    elif args.kind == "heatmap":
         eval_dir = _eval_dir(args.eval)
         out = Path(args.out or eval_dir / "audit_heatmap.png")
         summary = audit_heatmap(eval_dir, out)
+    else:
+        out = Path(args.out)
+        summary = audit_solo(args.layouts, args.policies, args.horizon, out)
     summary_path = out.with_suffix(".json")
     summary_path.write_text(json.dumps(summary, indent=2) + "\n")
     print(f"wrote {out} and {summary_path}")

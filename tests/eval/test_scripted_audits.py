@@ -41,3 +41,18 @@ def test_idle_partner_shows_in_histogram_and_solo_test(tmp_path):
     np.testing.assert_array_equal(fc.solo, 0.0)
     assert fc.coordination_certified
     plot_solo_test({"asymmetric_advantages": aa, "forced_coordination": fc}, tmp_path / "solo.png")
+
+
+def test_audit_solo_command(tmp_path):
+    import json
+
+    from omjax.eval.audit_cli import main
+
+    out = tmp_path / "solo.png"
+    assert main(["audit", "solo", "--policies", "cook", "idle", "--horizon", str(HORIZON), "--out", str(out)]) == 0
+    summary = json.loads(out.with_suffix(".json").read_text())
+    assert summary["asymmetric_advantages"]["solo_capable"] == [True, False]
+    # With an idle partner nothing crosses the Forced Coordination counter: zero everywhere.
+    assert summary["forced_coordination"]["team_mean"] == 0.0
+    assert not summary["forced_coordination"]["coordination_certified"]
+    assert out.is_file()
