@@ -135,9 +135,9 @@ def _dirt_in_beam(ctx: mp.Ctx, state: SymbolicState, agent: int) -> bool:
     return False
 
 
-def read_features(ctx: mp.Ctx, state: SymbolicState, agent: int, cls: str | None, tgt) -> dict[str, str]:
+def read_features(ctx: mp.Ctx, state: SymbolicState, agent: int, cls: str | None, tgt,
+                  view: dict) -> dict[str, str]:
     is_dirt = cls == "dirt"
-    view = mp.targets(ctx, state, agent)
     return {
         "region": _region(ctx, state, agent),
         "tgt_dist": mp.dist_bucket(state, agent, tgt),

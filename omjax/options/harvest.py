@@ -114,7 +114,8 @@ def _in_patch(ctx: mp.Ctx, state: SymbolicState, agent: int, tgt) -> str:
     return "yes" if mp.at(state, agent, ctx.layout.patch_id == _patch(ctx, tgt)) else "no"
 
 
-def read_features(ctx: mp.Ctx, state: SymbolicState, agent: int, cls: str | None, tgt) -> dict[str, str]:
+def read_features(ctx: mp.Ctx, state: SymbolicState, agent: int, cls: str | None, tgt,
+                  view: dict) -> dict[str, str]:
     if cls == "patch":
         n = int(state.patch_apples[_patch(ctx, tgt)])
         apples = "0" if n == 0 else "1" if n == 1 else "2-4" if n <= 4 else "5+"
@@ -125,7 +126,7 @@ def read_features(ctx: mp.Ctx, state: SymbolicState, agent: int, cls: str | None
         "tgt_dist": mp.dist_bucket(state, agent, tgt),
         "tgt_patch_apples": apples,
         "in_tgt_patch": _in_patch(ctx, state, agent, tgt) if cls == "patch" else "none",
-        "apples_visible": "yes" if mp.targets(ctx, state, agent)["apple"] else "no",
+        "apples_visible": "yes" if view["apple"] else "no",
     }
 
 

@@ -67,6 +67,7 @@ class Ctx:
     num_agents: int
     episode_length: int
     regions: dict[str, np.ndarray]  # goal regions of `goto` options without a target, bool [H, W]
+    component: np.ndarray  # int32 [H, W] connected component of each walkable cell (-1: wall)
 
     @property
     def noop(self) -> int:
@@ -89,7 +90,8 @@ class MPOption:
 class MPLibrary:
     """A Melting Pot option library: schema + executor kinds + feature functions.
 
-    `read_features(ctx, state, agent, target_class, target)` -> read-set values at initiation;
+    `read_features(ctx, state, agent, target_class, target, view)` -> read-set values at
+    initiation (`view` is `targets(ctx, state, agent)`, computed once per decision);
     `effect_features(ctx, state, ex, target_class)` -> effect-feature values (pre or post);
     `transient_features(ctx, state, agent)` -> dict of logged-only values.
     """
@@ -114,7 +116,21 @@ class MPLibrary:
 
 def make_ctx(env: MeltingPotEnv, regions: dict[str, np.ndarray]) -> Ctx:
     return Ctx(layout=env.layout, actions={n: i for i, n in enumerate(env.substrate.action_names)},
-               num_agents=env.num_agents, episode_length=env.episode_length, regions=regions)
+               num_agents=env.num_agents, episode_length=env.episode_length, regions=regions,
+               component=components(env.layout.walkable))
+
+
+def components(walkable: np.ndarray) -> np.ndarray:
+    """int32 [H, W]: 4-connected component label of each walkable cell, -1 elsewhere."""
+    label = np.full(walkable.shape, -1, np.int32)
+    k = 0
+    for y, x in np.argwhere(walkable):
+        if label[y, x] < 0:
+            seed = np.zeros(walkable.shape, bool)
+            seed[y, x] = True
+            label[distance_to(walkable, seed) < INF] = k
+            k += 1
+    return label
 
 
 # ---------------------------------------------------------------------- geometry and planning
@@ -275,9 +291,10 @@ def live_failures(lib: MPLibrary, ctx: Ctx, state: SymbolicState, agent: int, in
         live[Reason.TargetAbsent] = True
         return live
     if lib.options[inst.opt].kind not in ("wait", "fire"):
+        # A static route exists iff some goal cell lies in the agent's walkable component.
         goal = goal_mask(lib, ctx, state, inst.opt, inst.target)
         x, y = state.pos[agent]
-        if not goal[y, x] and distance_to(ctx.layout.walkable, goal)[y, x] == INF:
+        if not np.any(goal & (ctx.component == ctx.component[y, x])):
             live[Reason.NoPath] = True
     return live
 
@@ -308,9 +325,10 @@ def at(state: SymbolicState, agent: int, grid: np.ndarray) -> bool:
     return bool(grid[state.pos[agent, 1], state.pos[agent, 0]])
 
 
-def _read_codes(lib: MPLibrary, ctx: Ctx, state: SymbolicState, agent: int, inst: Instance) -> np.ndarray:
+def _read_codes(lib: MPLibrary, ctx: Ctx, state: SymbolicState, agent: int, inst: Instance,
+                view: dict) -> np.ndarray:
     cls = lib.schema.options[inst.opt].target_class
-    return _codes(lib.schema.read_set, lib.read_features(ctx, state, agent, cls, inst.target))
+    return _codes(lib.schema.read_set, lib.read_features(ctx, state, agent, cls, inst.target, view))
 
 
 def _effect_codes(lib: MPLibrary, ctx: Ctx, state: SymbolicState, ex: "Execution") -> np.ndarray:
@@ -325,8 +343,9 @@ def instances_for(lib: MPLibrary, ctx: Ctx, state: SymbolicState, agent: int) ->
 def menu(lib: MPLibrary, ctx: Ctx, state: SymbolicState, agent: int, guards: list[Guard],
          rng: np.random.Generator) -> tuple[list[MenuItem], list[Instance]]:
     """The lettered, guard-filtered, shuffled menu of `agent` and the instance list it indexes."""
-    insts = instances_for(lib, ctx, state, agent)
-    feats = np.stack([_read_codes(lib, ctx, state, agent, i) for i in insts])
+    view = targets(ctx, state, agent)
+    insts = menu_mod.instantiate(lib.schema, view)
+    feats = np.stack([_read_codes(lib, ctx, state, agent, i, view) for i in insts])
     live = np.stack([live_failures(lib, ctx, state, agent, i) for i in insts])
     return menu_mod.assemble_menu(lib.schema, guards, insts, feats, live, rng), insts
 
@@ -353,7 +372,7 @@ def start(lib: MPLibrary, ctx: Ctx, state: SymbolicState, agent: int, inst: Inst
     live = live_failures(lib, ctx, state, agent, inst)
     failure = Reason(int(np.argmax(live))) if live.any() else None
     ex = Execution(agent=agent, inst=inst, step0=state.step,
-                   features=_read_codes(lib, ctx, state, agent, inst),
+                   features=_read_codes(lib, ctx, state, agent, inst, targets(ctx, state, agent)),
                    transient=_codes(lib.schema.transient, lib.transient_features(ctx, state, agent)),
                    pre=np.zeros(len(lib.schema.effect_features), np.int8), failure=failure)
     return dataclasses.replace(ex, pre=_effect_codes(lib, ctx, state, ex))

@@ -13,21 +13,24 @@ Pieces (each module's docstring has the details):
 * `workers`: `EnvPool(game, K)`, K episodes stepped concurrently in worker processes; a crashed
   worker is reported as a `WorkerCrash` (slot, seed, step, message) and the others carry on.
 
-Driving K option-level rollouts (what the trainer does). Options are call-and-return and end
-at different steps for different agents, so the loop is per env step, not per decision:
+Driving K option-level rollouts (what the trainer does; `tests/envs/test_meltingpot_rollout.py`
+runs exactly this loop). Options are call-and-return and end at different steps for different
+agents, so the loop runs per env step, and only agents without a running option decide:
 
+    from omjax.options import cleanup, meltingpot_common as mp    # or harvest
+    lib = cleanup.library("lib_a"); ctx = mp.make_ctx(CleanUp(), cleanup.regions(...))
     pool = EnvPool("cleanup", K); states = pool.reset(seeds)
-    lib = omjax.options.cleanup                   # or omjax.options.harvest
-    running = [[None] * A for _ in range(K)]      # current Execution per env and agent
-    while any(s.done is False for s in live states):
-        for k, a with running[k][a] is None:     # only these agents decide this step
-            menu = lib.menu(states[k], a, guards, rng_k_a)  -> MenuItem list (+ instances)
-            text = observation_text(...) + render_menu(menu); LLM picks an item
-            running[k][a] = lib.start(states[k], a, item)    # Execution (records initiation)
-        actions[k, a] = lib.act(running[k][a], states[k])    # one primitive per agent
-        states = pool.step(actions)
-        for each (k, a): done, outcome = lib.finish_if_done(running[k][a], states[k])
-            if done: running[k][a] = None        # that agent decides again next step
+    running[k][a] = None for every env k and agent a
+    until every state is done:
+        for every (k, a) with running[k][a] None:                   # a decision point
+            items, insts = mp.menu(lib, ctx, states[k], a, guards, letter_rng[k][a])
+            prompt = observation_text(...) + "\n" + render_menu(items); the LLM picks a letter
+            running[k][a] = mp.start(lib, ctx, states[k], a, insts[item.index])
+        actions[k, a] = mp.act(lib, ctx, running[k][a], states[k])  # one primitive each
+        states = pool.step(actions)                                  # K engines in parallel
+        for every (k, a):
+            running[k][a], outcome, _ = mp.advance(lib, ctx, running[k][a], actions[k, a], states[k])
+            if outcome is not None: running[k][a] = None            # decides again next step
 
 Executors re-plan every step on the current state (BFS over the walkable map with the other
 avatars as obstacles, then turns), so an agent whose option ends early is free at the very next
