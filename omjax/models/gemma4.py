@@ -357,10 +357,11 @@ def _unit_rms(x, eps):
 
 
 def _attention(p: dict, cfg: Config, i: int, h, ctx: base.Context, lora_layer, scale,
-               layer_cache, shared_kv: dict):
+               layer_cache, source_kv):
     """Self-attention of layer i on the normed hidden states h [B, T, D].
 
-    shared_kv maps a KV-producing layer to its (k, v) [B, S, K, Dh] for the layers sharing them."""
+    source_kv: on a KV-shared layer, the (k, v) [B, S, K, Dh] of the layer it shares. Returns
+    (output, layer cache, this layer's (k, v) for the layers sharing them)."""
     b, t, _ = h.shape
     hd, kv_heads = cfg.head_dims[i], cfg.num_kv_heads[i]
     cos, sin = base.rope_cos_sin(jnp.maximum(ctx.q_pos, 0), cfg.inv_freq(i))   # [B, T, Dh]
@@ -368,7 +369,7 @@ def _attention(p: dict, cfg: Config, i: int, h, ctx: base.Context, lora_layer, s
     q = proj("q").reshape(b, t, cfg.num_heads, hd)                               # [B, T, H, Dh]
     q = base.apply_rope(_norm(q, p["q_norm"], cfg.rms_eps), cos, sin)
     if cfg.shares_kv(i):
-        k, v = shared_kv[cfg.kv_sources[i]]
+        k, v = source_kv
     else:
         k_raw = proj("k").reshape(b, t, kv_heads, hd)                             # [B, T, K, Dh]
         v = proj("v").reshape(b, t, kv_heads, hd) if cfg.has_v_proj(i) else k_raw
@@ -377,10 +378,10 @@ def _attention(p: dict, cfg: Config, i: int, h, ctx: base.Context, lora_layer, s
         if layer_cache is not None:
             layer_cache = base.cache_write(layer_cache, ctx, k=k, v=v)
             k, v = layer_cache["k"], layer_cache["v"]                             # [B, S, K, Dh]
-        shared_kv[i] = (k, v)
     window = cfg.sliding_window if cfg.layer_types[i] == SLIDING else None
     o = base.attention(q, k, v, ctx.mask(window), scale=1.0).reshape(b, t, cfg.num_heads * hd)
-    return base.lora_linear(o, p["o"], lora_layer, "o", scale, p.get("o_bias")), layer_cache
+    o = base.lora_linear(o, p["o"], lora_layer, "o", scale, p.get("o_bias"))
+    return o, layer_cache, (k, v)
 
 
 def _experts(p: dict, cfg: Config, residual, act):
@@ -406,10 +407,10 @@ def _experts(p: dict, cfg: Config, residual, act):
 
 
 def _layer(p: dict, cfg: Config, i: int, x, per_layer_input, ctx: base.Context, lora_layer, scale,
-           layer_cache, shared_kv: dict):
+           layer_cache, source_kv):
     act = _ACTS[cfg.hidden_act]
     h = _norm(x, p["attn_norm"], cfg.rms_eps)
-    h, layer_cache = _attention(p, cfg, i, h, ctx, lora_layer, scale, layer_cache, shared_kv)
+    h, layer_cache, kv = _attention(p, cfg, i, h, ctx, lora_layer, scale, layer_cache, source_kv)
     x = x + _norm(h, p["post_attn_norm"], cfg.rms_eps)
 
     h = base.swiglu_mlp(_norm(x, p["mlp_norm"], cfg.rms_eps), p, lora_layer, scale, act)
@@ -420,7 +421,7 @@ def _layer(p: dict, cfg: Config, i: int, x, per_layer_input, ctx: base.Context, 
     if cfg.per_layer_dim:
         h = act(x @ p["ple_gate"]) * per_layer_input                               # [B, T, P]
         x = x + _norm(h @ p["ple_proj"], p["ple_norm"], cfg.rms_eps)
-    return x * p["layer_scalar"], layer_cache
+    return x * p["layer_scalar"], layer_cache, kv
 
 
 def _per_layer_inputs(params: dict, cfg: Config, tokens, x):
@@ -464,14 +465,11 @@ def forward(params: dict, cfg: Config, tokens: jax.Array, *,
         lora_layer = None if lora is None else lora["layers"][i]
         layer_cache = None if cache is None else cache["layers"][i]
         pli = None if per_layer is None else per_layer[:, :, i]                    # [B, T, P]
-        if remat:
-            # shared_kv is filled inside the layer; under jax.checkpoint it travels as an output.
-            x, layer_cache, kv = layer_fn(p, cfg, i, x, pli, ctx, lora_layer, lora_scale,
-                                          layer_cache, shared_kv, True)
-            shared_kv = kv
-        else:
-            x, layer_cache = layer_fn(p, cfg, i, x, pli, ctx, lora_layer, lora_scale, layer_cache,
-                                      shared_kv)
+        source_kv = shared_kv[cfg.kv_sources[i]] if cfg.shares_kv(i) else None
+        x, layer_cache, kv = layer_fn(p, cfg, i, x, pli, ctx, lora_layer, lora_scale, layer_cache,
+                                      source_kv)
+        if not cfg.shares_kv(i):
+            shared_kv[i] = kv
         new_layers.append(layer_cache)
     if last_only:
         x = x[:, -1:]
