@@ -39,7 +39,7 @@ def _parser(command: str) -> argparse.ArgumentParser:
         p.add_argument("--min-support", type=int, default=SynthesisConfig.min_support)
         p.add_argument("--min-explicit", type=int, default=SynthesisConfig.min_explicit)
         p.add_argument("--max-literals", type=int, default=SynthesisConfig.max_literals)
-        p.add_argument("--solo-only-records", choices=("uncontested", "solo"),
+        p.add_argument("--solo-only-records", choices=("auto", "solo", "uncontested"),
                        default=SynthesisConfig.solo_only_records,
                        help="records that options without a private effect learn from")
     if command == "menu":

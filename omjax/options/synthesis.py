@@ -9,11 +9,13 @@ Two channels over a burn-in `RecordTable`, per option:
   certificate). A 2-literal conjunction containing an adopted 1-literal guard is dropped.
 
 Options whose effect has no private part (`OptionSpec.solo_only`) are synthesised from solo
-records only (`solo_only_records="solo"`, the paper's rule) or, by default, from every record in
-which no other agent acted on the same target on the execution's final step
-(`"uncontested"`): effect deltas are taken across the acting agent's own final step, so that is
-the only way a partner could forge the effect, and solo-only data would never see `start_cooking`
-succeed on a layout where no single agent can fill a pot (forced_coordination). Everything runs on the columnar table with `np.bincount`, so a million records
+records only (the paper's rule), except where the option never succeeded in any solo episode
+(default `solo_only_records="auto"`): then solo data holds no evidence for it (every literal would
+become a guard and hide it outright, e.g. `start_cooking` on forced_coordination, where no single
+agent can fill a pot), and it learns from the uncontested records instead: solo records plus team
+records in which no other agent acted on the same target on the execution's final step. Effect
+deltas are taken across the acting agent's own final step, so that is the only way a partner
+could still forge the effect. Everything runs on the columnar table with `np.bincount`, so a million records
 take well under a second.
 
 A guard file is jsonl, one `{"opt", "channel", "when", "support"}` object per line.
@@ -43,10 +45,11 @@ class SynthesisConfig:
     """an inferred conjunction must cover at least this many failures (and zero successes)"""
     max_literals: int = 2
     """conjunction size limit for the inferred channel (1 or 2)"""
-    solo_only_records: str = "uncontested"
+    solo_only_records: str = "auto"
     """records that options without a private effect part learn from: "solo" (solo episodes
-    only, the paper's rule) or "uncontested" (solo episodes plus team records in which no other
-    agent acted on the same target on the execution's final step)"""
+    only, the paper's rule), "uncontested" (solo records plus team records in which no other
+    agent acted on the same target on the execution's final step), or "auto" (per option: "solo"
+    if the option ever succeeded in a solo episode, else "uncontested")"""
 
     def __post_init__(self):
         if self.min_explicit < 1 or self.min_support < 1:
@@ -54,8 +57,9 @@ class SynthesisConfig:
                              f"min_support={self.min_support}")
         if self.max_literals not in (1, 2):
             raise ValueError(f"max_literals must be 1 or 2, got {self.max_literals}")
-        if self.solo_only_records not in ("solo", "uncontested"):
-            raise ValueError(f"solo_only_records must be 'solo' or 'uncontested', got {self.solo_only_records!r}")
+        if self.solo_only_records not in ("solo", "uncontested", "auto"):
+            raise ValueError(f"solo_only_records must be 'solo', 'uncontested' or 'auto', "
+                             f"got {self.solo_only_records!r}")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -81,8 +85,15 @@ def eligible_mask(table: RecordTable, schema: Schema, config: SynthesisConfig = 
     Options whose effect has no private part could have their shared-state delta caused by
     another agent; they learn only from records where that cannot happen (`solo_only_records`).
     """
-    solo_only = np.array([o.solo_only for o in schema.options], bool)
-    safe = table.solo if config.solo_only_records == "solo" else table.solo | ~table.contested
+    solo_only = np.array([o.solo_only for o in schema.options], bool)  # [O]
+    if config.solo_only_records == "solo":
+        use_solo = solo_only
+    elif config.solo_only_records == "uncontested":
+        use_solo = np.zeros_like(solo_only)
+    else:
+        solo_succ = np.bincount(table.opt[table.solo & (table.outcome == SUCCESS)], minlength=len(solo_only))
+        use_solo = solo_only & (solo_succ > 0)
+    safe = np.where(use_solo[table.opt], table.solo, table.solo | ~table.contested)
     return ~solo_only[table.opt] | safe
 
 

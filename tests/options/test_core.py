@@ -125,14 +125,22 @@ def test_synthesis_hand_computed():
     }
     assert got == want
     assert certificate_violations(guards, table, schema) == 0
-    # One uncontested team success of cook with pot=full vetoes that guard under the default rule,
-    # but not under the paper's solo-records-only rule.
+    # One uncontested team success of cook with pot=full vetoes that guard under the
+    # "uncontested" rule, not under the paper's solo rule, nor under "auto" (cook has a solo success).
     table2 = make_table(rows + [(2, 0, 2, S, 0, 0)])
-    uncontested = {(g.opt, tuple(g.when.items())) for g in synthesize(table2, schema)}
-    solo_rule = {(g.opt, tuple(g.when.items()))
-                 for g in synthesize(table2, schema, SynthesisConfig(solo_only_records="solo"))}
-    assert ("cook", (("pot", "full"),)) not in uncontested
-    assert ("cook", (("pot", "full"),)) in solo_rule
+
+    def cook_guards(mode, tab=table2):
+        return {tuple(g.when.items()) for g in synthesize(tab, schema, SynthesisConfig(solo_only_records=mode))
+                if g.opt == "cook"}
+
+    assert (("pot", "full"),) not in cook_guards("uncontested")
+    assert (("pot", "full"),) in cook_guards("solo")
+    assert cook_guards("auto") == cook_guards("solo")
+    # Without any solo success, "solo" hides cook everywhere it was tried; "auto" falls back.
+    table3 = make_table([r for r in rows if r[0] != 2] + [(2, 0, 2, F, 1)] * 6 + [(2, 0, 1, F, 1)] * 5
+                        + [(2, 0, 2, S, 0, 0)] * 3)
+    assert (("held", "none"),) in cook_guards("solo", table3)
+    assert cook_guards("auto", table3) == cook_guards("uncontested", table3) == {(("pot", "empty"),)}
     # With min_support 4 the dish literal also qualifies; 2-literal conjunctions containing an
     # adopted literal are dropped, so nothing 2-literal appears here.
     guards4 = synthesize(table, schema, SynthesisConfig(min_support=4))
