@@ -177,6 +177,10 @@ class TrainConfig:
     adam_eps: float = 1e-8
     """Adam denominator epsilon."""
 
+    remat: bool = False
+    """Recompute each decoder layer's activations in the backward pass: less memory for about
+    a third more update compute."""
+
     shared_lora: bool = False
     """Ablation B: one adapter for all agents, updated on every agent's decisions."""
 

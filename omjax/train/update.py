@@ -2,10 +2,11 @@
 
 The update is written for one agent against an abstract policy function
 
-    policy_fn(lora | None, inputs) -> PolicyOut
+    policy_fn(base, lora | None, inputs) -> PolicyOut
 
-(`lora=None` is the frozen base, i.e. the reference policy), so the same code trains LLM
-adapters and the small test policies. `make_bank_update` lifts it with `jax.vmap` over a leading
+(`base` is the frozen backbone's parameters, shared by all agents; `lora=None` is the frozen
+base alone, i.e. the reference policy), so the same code trains LLM adapters and small test
+policies. `make_bank_update` lifts it with `jax.vmap` over a leading
 agent axis of the LoRA tree, the optimizer state and the per-agent decision batches; decision
 batches are padded to one length and masked, so agents with different decision counts share one
 program. Only agent i's adapter sees agent i's decisions; under `shared_lora` the caller stacks
@@ -40,7 +41,7 @@ class PolicyOut:
     """[B, M] which entries of `dist` are real (menu slots or reply tokens)."""
 
 
-PolicyFn = Callable[[Any, Any], PolicyOut]
+PolicyFn = Callable[[Any, Any, Any], PolicyOut]
 
 
 @struct.dataclass
@@ -103,7 +104,8 @@ def _unchunk(tree: Any) -> Any:
 
 
 def make_agent_update(policy_fn: PolicyFn, optimizer: optax.GradientTransformation, settings: UpdateSettings):
-    """Build `update(lora, opt_state, batch, key) -> (lora, opt_state, UpdateMetrics)` for one agent.
+    """Build `update(base, lora, opt_state, batch, key) -> (lora, opt_state, UpdateMetrics)` for
+    one agent.
 
     The batch length B must be a multiple of `settings.minibatch_size`. Old and reference
     log-probs are computed inside, before the first step, by the same policy function, so the
@@ -112,14 +114,14 @@ def make_agent_update(policy_fn: PolicyFn, optimizer: optax.GradientTransformati
     mb = settings.minibatch_size
     kl_fn = grpo.kl_exact if settings.kl_kind == "exact" else grpo.kl_k3
 
-    def score_all(lora: Any, inputs: Any) -> PolicyOut:
+    def score_all(base: Any, lora: Any, inputs: Any) -> PolicyOut:
         # Minibatch-sized chunks bound activation memory to one gradient step's worth.
         n = jax.tree.leaves(inputs)[0].shape[0] // mb
-        out = jax.lax.map(lambda x: policy_fn(lora, x), _chunks(inputs, n))
+        out = jax.lax.map(lambda x: policy_fn(base, lora, x), _chunks(inputs, n))
         return _unchunk(out)
 
-    def loss_fn(lora, inputs, old, ref, advantage, valid):
-        cur = policy_fn(lora, inputs)
+    def loss_fn(lora, base, inputs, old, ref, advantage, valid):
+        cur = policy_fn(base, lora, inputs)
         surrogate, ratio, clipped = grpo.clipped_surrogate(cur.logp, old.logp, advantage, settings.clip_eps)
         kl = kl_fn(cur.dist, ref.dist, cur.dist_mask)  # [mb]
         loss = grpo.masked_mean(surrogate, valid) + settings.kl_coef * grpo.masked_mean(kl, valid)
@@ -132,11 +134,13 @@ def make_agent_update(policy_fn: PolicyFn, optimizer: optax.GradientTransformati
 
     grad_fn = jax.value_and_grad(loss_fn, has_aux=True)
 
-    def update(lora, opt_state, batch: DecisionBatch, key: jax.Array):
+    def update(base, lora, opt_state, batch: DecisionBatch, key: jax.Array):
         b = batch.valid.shape[0]
+        if b % mb:
+            raise ValueError(f"decision batch length {b} is not a multiple of minibatch_size {mb}")
         n_mb = b // mb
-        old = jax.lax.stop_gradient(score_all(lora, batch.inputs))
-        ref = jax.lax.stop_gradient(score_all(None, batch.inputs))
+        old = jax.lax.stop_gradient(score_all(base, lora, batch.inputs))
+        ref = jax.lax.stop_gradient(score_all(base, None, batch.inputs))
 
         def epoch(carry, epoch_key):
             # Valid decisions first in a seed-drawn order, padding last, so padding fills whole
@@ -151,7 +155,7 @@ def make_agent_update(policy_fn: PolicyFn, optimizer: optax.GradientTransformati
                 inputs = jax.tree.map(take, batch.inputs)
                 valid = batch.valid[rows]
                 (loss, stats), grads = grad_fn(
-                    lora, inputs, jax.tree.map(take, old), jax.tree.map(take, ref), batch.advantage[rows], valid
+                    lora, base, inputs, jax.tree.map(take, old), jax.tree.map(take, ref), batch.advantage[rows], valid
                 )
                 updates, new_opt = optimizer.update(grads, opt_state, lora)
                 new_lora = optax.apply_updates(lora, updates)
@@ -180,8 +184,12 @@ def make_agent_update(policy_fn: PolicyFn, optimizer: optax.GradientTransformati
 
 def make_bank_update(policy_fn: PolicyFn, optimizer: optax.GradientTransformation, settings: UpdateSettings):
     """Jitted update of the whole adapter bank: vmap of the one-agent update over axis 0 of the
-    LoRA tree, optimizer state, decision batches ([A, B, ...]) and keys ([A, 2])."""
-    return jax.jit(jax.vmap(make_agent_update(policy_fn, optimizer, settings)))
+    LoRA tree, optimizer state, decision batches ([A, B, ...]) and keys ([A]); the frozen base
+    is shared (not mapped).
+
+    `update(base, bank, opt_state, batch, keys) -> (bank, opt_state, UpdateMetrics [A, E, n_mb])`
+    """
+    return jax.jit(jax.vmap(make_agent_update(policy_fn, optimizer, settings), in_axes=(None, 0, 0, 0, 0)))
 
 
 def init_opt_state(optimizer: optax.GradientTransformation, lora_bank: Any) -> Any:

@@ -1,0 +1,188 @@
+"""Games as the rollout engine sees them: K joint episodes stepped together over option menus.
+
+A `Game` holds K episodes of one game. At every env step the engine asks which agents' options
+have terminated (`needs_decision`), builds their menus and prompts, gets one batched LLM call,
+and steps all K episodes once with the chosen option instances (`step`); agents still executing
+an option ignore their choice (macro-action Dec-POMDP: decisions are asynchronous).
+
+`make_game(env_cfg, action_interface, K)` builds the game named in the config under the given
+action interface. The option menu of Overcooked is registered here; other games and the
+ablation interfaces (`native`, `compound_json`) plug in with `register_game(game, interface,
+factory)` — a factory returns any object with the `Game` methods, so a native-action interface
+is a `Game` whose menu is the primitive action set and whose options last one step.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Callable, Protocol
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from omjax.config import EnvConfig
+from omjax.options.menu import MenuItem
+from omjax.prompts.memory import Memory
+
+
+class Game(Protocol):
+    """K joint episodes of a game under the option-menu interface."""
+
+    n_agents: int
+    horizon: int
+    delivery_reward: float
+    """Reward of one unit of the game's task metric (a delivery, an apple), for reporting."""
+
+    def reset(self, seeds: list[int]) -> None:
+        """Start len(seeds) episodes; `seeds` fix each episode's initial state."""
+
+    def needs_decision(self) -> np.ndarray:
+        """bool [K, A]: agents whose option terminated and who must choose now."""
+
+    def menu(self, k: int, agent: int, rng: np.random.Generator) -> list[MenuItem]:
+        """The lettered, feasibility-filtered menu of `agent` in episode k (letters from rng)."""
+
+    def fallback(self, k: int, agent: int, menu: list[MenuItem]) -> int:
+        """Position in `menu` of the `wait` option (the default unparsable-reply rule)."""
+
+    def system_message(self) -> str: ...
+
+    def user_message(self, k: int, agent: int, menu: list[MenuItem], memory: Memory) -> str: ...
+
+    def state_label(self, k: int, agent: int) -> str:
+        """The `state:` line the letter mode prefills (the team's progress)."""
+
+    def step(self, choices: np.ndarray) -> np.ndarray:
+        """Advance every episode one env step; choices int [K, A] instance indices (ignored for
+        agents not deciding). Returns the team reward of each episode float [K]."""
+
+
+def delivery_rewards(layout, state, next_state) -> jax.Array:
+    """Team sparse reward of one Overcooked step, read off the state change.
+
+    A soup leaves an agent's hands while it faces a serving cell only by being delivered, which
+    scores the layout's value of that soup; the option executor does not expose the env's
+    reward, and this is exactly it (tested against `transition`).
+    """
+    from omjax.envs.overcooked.items import DIR_VEC, Item, soup_onions, soup_tomatoes
+    from omjax.envs.overcooked.layout import Terrain
+
+    held, after = state.held, next_state.held  # [A]
+    front = state.pos + jnp.asarray(DIR_VEC)[state.facing]  # [A, 2]
+    grid = jnp.asarray(layout.grid)
+    h, w = grid.shape
+    inside = (front[:, 0] >= 0) & (front[:, 0] < w) & (front[:, 1] >= 0) & (front[:, 1] < h)
+    at_serving = inside & (grid[jnp.clip(front[:, 1], 0, h - 1), jnp.clip(front[:, 0], 0, w - 1)] == Terrain.SERVING)
+    delivered = at_serving & (held >= Item.SOUP) & (after == Item.NONE)
+    value = jnp.asarray(layout.soup_value)[soup_onions(held), soup_tomatoes(held)]
+    return jnp.sum(jnp.where(delivered, value, 0.0))
+
+
+class OvercookedGame:
+    """K Overcooked-AI episodes with the option library of `omjax.options.overcooked`."""
+
+    def __init__(self, layout: str, horizon: int, guards_path: str):
+        from omjax.options import overcooked as oc
+        from omjax.options.synthesis import read_guards
+        from omjax.prompts import overcooked as prompts
+
+        self.lib = oc.library(layout)
+        self.layout = self.lib.layout
+        self.n_agents = self.lib.num_agents
+        self.horizon = int(horizon)
+        self.delivery_reward = self.layout.delivery_reward
+        self.guards = read_guards(guards_path, oc.SCHEMA) if guards_path else []
+        self._prompts = prompts
+        self._system = prompts.system_message(self.n_agents, self.delivery_reward)
+        self._wait = int(np.nonzero(self.lib.inst_wait)[0][0])
+        lib, lay = self.lib, self.layout
+        active = jnp.ones(self.n_agents, bool)
+
+        def one(state, ex, choice):
+            nxt, ex, _ = lib.option_step(state, ex, choice, active)
+            return nxt, ex, delivery_rewards(lay, state, nxt)
+
+        self._step = jax.jit(jax.vmap(one))
+        self.states = None
+        self.execs = None
+
+    def reset(self, seeds: list[int]) -> None:
+        from omjax.envs.overcooked.env import initial_state
+
+        # Overcooked-AI starts every episode in the layout's standard state; the episode seed
+        # acts through letter shuffles and sampling.
+        k = len(seeds)
+        stack = lambda x: jnp.broadcast_to(x, (k,) + x.shape)
+        self.states = jax.tree.map(stack, initial_state(self.layout))
+        self.execs = jax.tree.map(stack, self.lib.init_exec())
+        self._host = jax.tree.map(np.asarray, self.states)
+
+    def needs_decision(self) -> np.ndarray:
+        return np.asarray(self.execs.inst) < 0
+
+    def _state(self, k: int):
+        return jax.tree.map(lambda x: x[k], self._host)
+
+    def menu(self, k: int, agent: int, rng: np.random.Generator) -> list[MenuItem]:
+        return self.lib.menu(self._state(k), agent, self.guards, rng)
+
+    def fallback(self, k: int, agent: int, menu: list[MenuItem]) -> int:
+        for pos, item in enumerate(menu):
+            if item.index == self._wait:
+                return pos
+        raise ValueError(f"the menu of agent {agent} has no `wait` entry to fall back on")
+
+    def system_message(self) -> str:
+        return self._system
+
+    def user_message(self, k: int, agent: int, menu: list[MenuItem], memory: Memory) -> str:
+        return self._prompts.user_message(self.lib, self._state(k), agent, menu, memory, self.horizon)
+
+    def state_label(self, k: int, agent: int) -> str:
+        return self._prompts.state_label(self.lib, self._state(k), agent)
+
+    def step(self, choices: np.ndarray) -> np.ndarray:
+        self.states, self.execs, reward = self._step(self.states, self.execs, jnp.asarray(choices, jnp.int32))
+        self._host = jax.tree.map(np.asarray, self.states)
+        return np.asarray(reward, np.float64)
+
+
+_GAMES: dict[tuple[str, str], Callable[[EnvConfig, int], Game]] = {}
+
+
+def register_game(game: str, interface: str, factory: Callable[[EnvConfig, int], Game]) -> None:
+    """Make `env.game: <game>` with `policy.action_interface: <interface>` buildable;
+    `factory(env_cfg, n_rollouts) -> Game`."""
+    _GAMES[(game, interface)] = factory
+
+
+def _overcooked(env: EnvConfig, n_rollouts: int) -> Game:
+    from omjax.options.registry import guard_path
+
+    if env.guards == "none":
+        path = ""
+    elif env.guards:
+        path = env.guards
+    else:
+        path = guard_path("overcooked", env.layout)
+    if path and not os.path.exists(path):
+        raise FileNotFoundError(
+            f"guard file {path} not found: run `omjax guards --game overcooked --layout {env.layout}` "
+            "or set env.guards=none for the unfiltered menu")
+    game = OvercookedGame(env.layout, env.horizon, path)
+    if game.n_agents != env.n_agents:
+        raise ValueError(f"env.n_agents={env.n_agents} but layout {env.layout!r} has {game.n_agents} agents")
+    return game
+
+
+register_game("overcooked", "options", _overcooked)
+
+
+def make_game(env: EnvConfig, action_interface: str, n_rollouts: int) -> Game:
+    key = (env.game, action_interface)
+    if key not in _GAMES:
+        known = ", ".join(f"{g}/{i}" for g, i in sorted(_GAMES))
+        raise ValueError(f"no rollout adapter for game {env.game!r} with action interface {action_interface!r} "
+                         f"(registered: {known}); see omjax.train.games.register_game")
+    return _GAMES[key](env, n_rollouts)

@@ -1,0 +1,183 @@
+"""PA-MAGRPO training rounds (Algorithm 1) with checkpoints, metrics and a learning curve.
+
+    trainer = Trainer(load_config("configs/quickstart_overcooked_smollm2.yaml"))
+    rows = trainer.run()            # or trainer.run(resume=True) to continue a killed run
+
+One round: collect K joint rollouts under the current bank; normalise their team returns within
+the cohort; take E PPO-clipped epochs per adapter over its own decisions (one jitted call,
+vmapped over adapters); write metrics, decisions and a checkpoint.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from tqdm.auto import tqdm
+
+from omjax.config import Config, dump_config
+from omjax.models import lora as lora_lib
+from omjax.train import grpo
+from omjax.train.checkpoint import Checkpointer, TrainState
+from omjax.train.games import make_game
+from omjax.train.metrics import MetricsLog, plot_learning_curve, write_jsonl_atomic
+from omjax.train.policy import LetterPolicy, SamplePolicy
+from omjax.train.rollout import Decider, RolloutBatch, collect, decision_record, update_inputs
+from omjax.train.update import DecisionBatch, UpdateSettings, init_opt_state, make_bank_update, make_optimizer
+
+
+def stop_token_ids(tokenizer: Any) -> list[int]:
+    """End-of-turn tokens that end a sampled reply."""
+    ids = {tokenizer.eos_token_id}
+    for name in ("<|im_end|>", "<end_of_turn>", "<|eot_id|>", "<turn|>"):
+        tid = tokenizer.convert_tokens_to_ids(name)
+        if isinstance(tid, int) and tid != tokenizer.unk_token_id:
+            ids.add(tid)
+    return sorted(i for i in ids if i is not None)
+
+
+def make_policy(cfg: Config, model: Any, lora_cfg: lora_lib.LoraConfig) -> LetterPolicy | SamplePolicy:
+    if cfg.policy.decision_mode == "letter":
+        return LetterPolicy(model.family, model.config, lora_cfg.scale, cfg.policy.temperature, remat=cfg.train.remat)
+    tok = model.tokenizer
+    pad = tok.pad_token_id if tok.pad_token_id is not None else 0
+    return SamplePolicy(model.family, model.config, lora_cfg.scale, cfg.policy.temperature,
+                        cfg.policy.max_new_tokens, stop_token_ids(tok), pad, remat=cfg.train.remat)
+
+
+def summarize_update(metrics: Any) -> dict:
+    """Round-level update statistics from per-step metrics [G, E, n_mb] (stepped steps only)."""
+    m = jax.tree.map(np.asarray, metrics)
+    stepped = m.stepped.astype(bool)
+    if not stepped.any():
+        return {"kl": None, "clip_frac": None, "grad_norm": None, "ratio": None, "loss": None,
+                "kl_per_adapter": None, "grad_steps": [0] * stepped.shape[0]}
+    mean = lambda x: float(x[stepped].mean())
+    kl_per = [float(m.kl[g][stepped[g]].mean()) if stepped[g].any() else None for g in range(stepped.shape[0])]
+    return {
+        "kl": mean(m.kl), "clip_frac": mean(m.clip_frac), "grad_norm": mean(m.grad_norm),
+        "ratio": mean(m.ratio), "loss": mean(m.loss), "kl_per_adapter": kl_per,
+        "ratio_first_step": [float(m.ratio[g, 0, 0]) for g in range(stepped.shape[0])],
+        "grad_steps": stepped.sum(axis=(1, 2)).tolist(),
+    }
+
+
+class Trainer:
+    """A PA-MAGRPO run: model, game, policy, optimizer and the jitted bank update."""
+
+    def __init__(self, cfg: Config, model: Any = None, run_dir: str | Path | None = None, game: Any = None):
+        """`model` (an `omjax.models.load` result) and `game` (a `Game`) default to the ones the
+        config names; passing them lets tests and notebooks reuse a loaded backbone."""
+        from omjax.models import load
+
+        self.cfg = cfg
+        self.run_dir = Path(run_dir or cfg.run.out_dir)
+        dtype = jnp.float32 if cfg.model.dtype == "float32" else jnp.bfloat16
+        self.model = model if model is not None else load(cfg.model.name, dtype=dtype)
+        self.lora_cfg = lora_lib.LoraConfig(rank=cfg.lora.rank, alpha=cfg.lora.alpha, targets=cfg.lora.targets)
+        self.policy = make_policy(cfg, self.model, self.lora_cfg)
+        self.game = game if game is not None else make_game(cfg.env, cfg.policy.action_interface, cfg.train.rollouts)
+        self.decider = Decider(self.policy, self.model.tokenizer, cfg.policy)
+        t = cfg.train
+        self.optimizer = make_optimizer(t.lr, t.max_grad_norm, t.adam_b1, t.adam_b2, t.adam_eps)
+        settings = UpdateSettings(clip_eps=t.clip_eps, kl_coef=t.kl_coef, epochs=t.epochs,
+                                  minibatch_size=t.minibatch_size, kl_kind=self.policy.kl_kind)
+        self.update = make_bank_update(self.policy.policy_fn, self.optimizer, settings)
+
+    # ---------------------------------------------------------------------------------------
+    def init_state(self) -> TrainState:
+        key = jax.random.PRNGKey(self.cfg.seed)
+        key, k_lora = jax.random.split(key)
+        shapes = self.model.family.lora_shapes(self.model.config)
+        bank = lora_lib.init_lora(k_lora, shapes, self.lora_cfg, n_agents=self.cfg.n_adapters)
+        return TrainState(bank=bank, opt_state=init_opt_state(self.optimizer, bank), key=key,
+                          round=jnp.int32(0), best_return=jnp.float32(-jnp.inf))
+
+    def round(self, state: TrainState) -> tuple[TrainState, dict, RolloutBatch]:
+        """One round of Algorithm 1; returns the new state, the metrics row and the rollouts."""
+        cfg, r = self.cfg, int(state.round)
+        key, k_roll, k_upd = jax.random.split(state.key, 3)
+        t0 = time.time()
+        batch = collect(self.game, self.decider, self.model.params, state.bank, cfg.train.rollouts, k_roll,
+                        cfg.seed, r, progress=cfg.run.progress)
+        t1 = time.time()
+        adv, zero = grpo.group_advantages(jnp.asarray(batch.returns))
+        adv, zero = np.asarray(adv), bool(zero)
+        bank, opt_state = state.bank, state.opt_state
+        upd: dict = {}
+        will_update = cfg.train.train and not zero and batch.decisions
+        if will_update:
+            shared = cfg.train.shared_lora
+            inputs, adv_rows, valid = update_inputs(
+                batch.decisions, self.policy, self.decider, adv, cfg.n_adapters,
+                (lambda d: 0) if shared else (lambda d: d.agent), cfg.train.minibatch_size)
+            dbatch = DecisionBatch(inputs=jax.tree.map(jnp.asarray, inputs), advantage=jnp.asarray(adv_rows),
+                                   valid=jnp.asarray(valid))
+            keys = jax.random.split(k_upd, cfg.n_adapters)
+            bank, opt_state, metrics = self.update(self.model.params, bank, opt_state, dbatch, keys)
+            upd = summarize_update(metrics)
+        t2 = time.time()
+        mean_return = float(np.mean(batch.returns))
+        best = bool(np.float32(mean_return) > np.asarray(state.best_return))
+        row = {
+            "round": r,
+            "team_returns": batch.returns.tolist(),
+            "team_return_mean": mean_return,
+            "team_return_std": float(np.std(batch.returns)),
+            "deliveries_mean": mean_return / self.game.delivery_reward if self.game.delivery_reward else None,
+            "advantages": adv.tolist(),
+            "zero_spread": zero,
+            "updated": bool(will_update),
+            "decisions_per_agent": batch.decision_counts().tolist(),
+            "parse_failures_per_agent": batch.parse_failures().tolist(),
+            "call_ratio": batch.call_ratio(),
+            "kl": upd.get("kl"), "clip_frac": upd.get("clip_frac"), "grad_norm": upd.get("grad_norm"),
+            "ratio": upd.get("ratio"), "loss": upd.get("loss"), "kl_per_adapter": upd.get("kl_per_adapter"),
+            "ratio_first_step": upd.get("ratio_first_step"), "grad_steps": upd.get("grad_steps"),
+            "best": best,
+            "time_rollout_s": t1 - t0, "time_update_s": t2 - t1, "time_s": t2 - t0,
+        }
+        new_best = jnp.float32(mean_return) if best else state.best_return
+        state = TrainState(bank=bank, opt_state=opt_state, key=key, round=jnp.int32(r + 1), best_return=new_best)
+        return state, row, batch
+
+    # ---------------------------------------------------------------------------------------
+    def run(self, resume: bool = False) -> list[dict]:
+        """Train to `train.rounds`; with `resume`, continue from the newest checkpoint."""
+        cfg = self.cfg
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        ckpt = Checkpointer(self.run_dir, cfg.run.keep_checkpoints)
+        state = self.init_state()
+        if resume:
+            if ckpt.latest_round() is None:
+                raise FileNotFoundError(f"--resume: no finished checkpoint in {self.run_dir / 'checkpoints'}")
+            state, _ = ckpt.restore(state)
+        dump_config(cfg, self.run_dir / "config.yaml")
+        log = MetricsLog(self.run_dir, start_round=int(state.round))
+        (self.run_dir / "decisions").mkdir(exist_ok=True)
+        start = int(state.round)
+        bar = tqdm(range(start, cfg.train.rounds), initial=start, total=cfg.train.rounds, desc="PA-MAGRPO",
+                   unit="round", disable=not cfg.run.progress)
+        try:
+            for r in bar:
+                state, row, batch = self.round(state)
+                if cfg.run.save_decisions:
+                    write_jsonl_atomic(self.run_dir / "decisions" / f"round_{r:04d}.jsonl",
+                                       [decision_record(d, r) for d in batch.decisions])
+                log.append(row)
+                ckpt.save(state, {"round": r + 1, "metrics": row}, is_best=row["best"])
+                plot_learning_curve(log.rows, self.run_dir / "learning_curve.png",
+                                    f"{cfg.env.game} {cfg.env.layout} / {cfg.model.name}")
+                kl = "-" if row["kl"] is None else f"{row['kl']:.4f}"
+                tqdm.write(f"round {r}: team return {row['team_return_mean']:.2f} "
+                           f"{[round(x, 1) for x in row['team_returns']]} decisions {row['decisions_per_agent']} "
+                           f"kl {kl} ({row['time_s']:.0f}s)")
+                bar.set_postfix(ret=f"{row['team_return_mean']:.1f}")
+        finally:
+            bar.close()
+            ckpt.close()
+        return log.rows
