@@ -1,0 +1,230 @@
+"""`omjax eval`: held-out evaluation of a trained checkpoint or of the frozen base (§6.1).
+
+    omjax eval --checkpoint runs/quickstart [--episodes 20 --seeds 10000-10019] [key=value ...]
+    omjax eval --config configs/quickstart_overcooked_smollm2.yaml --label frozen   # no training
+    omjax eval --checkpoint runs/x --compare runs/frozen/eval                       # + Mann-Whitney
+
+Each held-out seed s plays one episode through the training rollout engine (same game, prompts,
+interface and sampling temperature as training) with the episode seed derived from s alone, so
+evaluation seeds (10000+) never coincide with training episodes (run seed, round, rollout).
+Per episode it writes one `eval.jsonl` line (team and per-agent returns in task units --
+deliveries or apples --, macro and primitive-action counts, call ratio, parse failures, invalid
+emissions), the trajectory (`trajectories/seed<s>.npz`) and the decisions
+(`decisions/seed<s>.jsonl`). Finished seeds are skipped on a rerun. `report.md` comes last:
+bootstrap CIs, per-agent tables, and two-sided Mann-Whitney U against every `--compare` policy.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from omjax.config import ConfigError, load_config
+from omjax.eval.results import EpisodeResult, Trajectory, read_results, render_report, trajectory_path, write_results
+
+
+def parse_seeds(text: str) -> list[int]:
+    """`10000-10019` (inclusive range) or `10000,10003,10007` -> list of seeds."""
+    try:
+        if "-" in text.strip("-"):
+            lo, hi = (int(v) for v in text.split("-"))
+            if hi < lo:
+                raise ValueError
+            return list(range(lo, hi + 1))
+        return [int(v) for v in text.split(",") if v.strip()]
+    except ValueError:
+        raise ValueError(f"--seeds {text!r}: expected LO-HI (inclusive, LO <= HI) or a comma list of integers") from None
+
+
+class _Recorder:
+    """Passes every call through to a rollout `Game`, recording positions and per-agent returns.
+
+    Per-agent returns: games that count them (`deliveries` [K, A]) are read directly; for
+    Overcooked games without the counter, deliveries are read off each step's state change.
+    """
+
+    def __init__(self, game):
+        self._game = game
+        self.positions: list[np.ndarray] = []
+        self._delivered_fn = None
+
+    def __getattr__(self, name):
+        return getattr(self._game, name)
+
+    def reset(self, seeds):
+        self._game.reset(seeds)
+        self.positions = []
+        self.agent_units = np.zeros((len(seeds), self._game.n_agents))
+
+    def step(self, choices):
+        before = self._game.states
+        reward = self._game.step(choices)
+        if hasattr(self._game, "deliveries"):
+            self.agent_units = np.asarray(self._game.deliveries, float)
+        else:
+            self.agent_units += self._delivered(before, self._game.states)
+        self.positions.append(np.asarray(self._game.states.pos))  # [K, A, 2] (x, y)
+        return reward
+
+    def _delivered(self, before, after) -> np.ndarray:
+        if self._delivered_fn is None:
+            import jax
+
+            from omjax.interfaces.overcooked import delivered_by_agent
+
+            layout = self._game.layout
+            self._delivered_fn = jax.jit(jax.vmap(lambda s, n: delivered_by_agent(layout, s, n)))
+        return np.asarray(self._delivered_fn(before, after), float)
+
+    def walls(self) -> np.ndarray:
+        from omjax.envs.overcooked.layout import Terrain
+
+        return np.asarray(self._game.layout.grid) != Terrain.FLOOR
+
+
+def _episode_result(cfg, label, seed, batch, recorder, game) -> EpisodeResult:
+    n = batch.n_agents
+    unit = game.delivery_reward or 1.0
+    macro = [dict() for _ in range(n)]
+    primitive = [dict() for _ in range(n)]
+    native = cfg.policy.action_interface == "native"
+    for d in batch.decisions:
+        opt = d.menu[d.action].opt
+        counts = primitive[d.agent] if native else macro[d.agent]
+        counts[opt] = counts.get(opt, 0) + 1
+    invalid = np.zeros(n, int)
+    if hasattr(game, "invalid_counts"):
+        invalid = game.invalid_counts()[0] + game.noop_counts()[0]
+    return EpisodeResult(
+        policy=label, game=cfg.env.game, layout=cfg.env.layout, interface=cfg.policy.action_interface,
+        seed=int(seed), env_steps=int(batch.steps), team_return=float(batch.returns[0] / unit),
+        agent_returns=tuple(float(v) for v in recorder.agent_units[0]),
+        llm_calls=tuple(int(v) for v in batch.decision_counts()),
+        parse_failures=tuple(int(v) for v in batch.parse_failures()),
+        invalid_actions=tuple(int(v) for v in invalid),
+        macro_counts=tuple(macro), primitive_counts=tuple(primitive),
+    )
+
+
+def evaluate(cfg, bank, trainer, seeds: list[int], out: Path, label: str, progress: bool = True) -> list[EpisodeResult]:
+    """Play one episode per held-out seed (skipping seeds already in `out/eval.jsonl`)."""
+    import jax
+    from tqdm.auto import tqdm
+
+    from omjax.train.rollout import collect, decision_record
+    from omjax.train.metrics import write_jsonl_atomic
+
+    done = {r.seed: r for r in read_results(out / "eval.jsonl")} if (out / "eval.jsonl").is_file() else {}
+    recorder = _Recorder(trainer.game)
+    (out / "decisions").mkdir(parents=True, exist_ok=True)
+    for seed in tqdm(seeds, desc=f"eval {label}", unit="episode", disable=not progress):
+        if seed in done:
+            continue
+        batch = collect(recorder, trainer.decider, trainer.model.params, bank, 1, jax.random.PRNGKey(seed),
+                        seed, 0, progress=False)
+        result = _episode_result(cfg, label, seed, batch, recorder, trainer.game)
+        positions = np.stack(recorder.positions)[:, 0, :, ::-1].astype(np.int32)  # [T, A, 2] (row, col)
+        Trajectory(positions=positions, walls=recorder.walls()).save(trajectory_path(out, seed))
+        write_jsonl_atomic(out / "decisions" / f"seed{seed}.jsonl", [decision_record(d, 0) for d in batch.decisions])
+        write_results(out / "eval.jsonl", [result], append=True)
+        done[seed] = result
+    return [done[s] for s in seeds]
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="omjax eval", description=__doc__.split("\n\n")[0],
+                                formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
+    src = p.add_mutually_exclusive_group(required=True)
+    src.add_argument("--checkpoint", metavar="RUN_DIR", help="run directory written by `omjax train`")
+    src.add_argument("--config", help="YAML run config: evaluate the frozen base (adapters at zero)")
+    p.add_argument("--which", choices=("best", "latest"), default="best",
+                   help="checkpoint to evaluate (paper: best = highest training-time team return)")
+    p.add_argument("--episodes", type=int, default=None, help="held-out episodes (default 20)")
+    p.add_argument("--seeds", default=None, help="held-out seeds, LO-HI or a comma list (default 10000-...)")
+    p.add_argument("--out", default=None, help="output directory (default <run>/eval or runs/eval_<label>)")
+    p.add_argument("--label", default=None, help="policy name in the report (default: the run directory name)")
+    p.add_argument("--compare", nargs="*", default=[], metavar="EVAL_DIR",
+                   help="other evaluations (directories with eval.jsonl) to test against")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.add_argument("overrides", nargs="*", metavar="key=value", help="config overrides (e.g. env.horizon=40)")
+    return p
+
+
+def _seed_list(args) -> list[int]:
+    if args.episodes is not None and args.episodes < 1:
+        raise ValueError(f"--episodes must be >= 1, got {args.episodes}")
+    if args.seeds is None:
+        return list(range(10_000, 10_000 + (args.episodes or 20)))
+    seeds = parse_seeds(args.seeds)
+    if args.episodes is not None and args.episodes != len(seeds):
+        raise ValueError(f"--episodes {args.episodes} but --seeds {args.seeds} names {len(seeds)} seeds")
+    if len(set(seeds)) != len(seeds) or not seeds:
+        raise ValueError(f"--seeds {args.seeds} must name distinct seeds")
+    return seeds
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] == "eval":
+        argv = argv[1:]
+    args = _parser().parse_args(argv)
+    try:
+        seeds = _seed_list(args)
+        if args.checkpoint:
+            run_dir = Path(args.checkpoint)
+            if not (run_dir / "config.yaml").is_file():
+                print(f"omjax eval: --checkpoint {run_dir}: no config.yaml (not a run directory)", file=sys.stderr)
+                return 2
+            cfg = load_config(run_dir / "config.yaml", args.overrides)
+            label = args.label or run_dir.name
+            out = Path(args.out or run_dir / "eval")
+        else:
+            cfg = load_config(args.config, args.overrides)
+            label = args.label or f"frozen_{Path(args.config).stem}"
+            out = Path(args.out or Path("runs") / f"eval_{label}")
+        compare = []
+        for other in args.compare:
+            path = Path(other)
+            path = path / "eval.jsonl" if path.is_dir() else path
+            compare += read_results(path)
+    except (ConfigError, ValueError, FileNotFoundError) as e:
+        print(f"omjax eval: {e}", file=sys.stderr)
+        return 2
+
+    import jax
+
+    cache = Path(os.environ.get("OMJAX_CACHE", Path.home() / ".cache" / "omjax")) / "xla"
+    jax.config.update("jax_compilation_cache_dir", str(cache))
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", 1.0)
+
+    import omjax.interfaces.overcooked  # noqa: F401  (registers the native and compound-JSON games)
+    from omjax.train.checkpoint import Checkpointer
+    from omjax.train.trainer import Trainer
+
+    trainer = Trainer(cfg, run_dir=out)
+    state = trainer.init_state()
+    if args.checkpoint:
+        ckpt = Checkpointer(Path(args.checkpoint), cfg.run.keep_checkpoints)
+        try:
+            state, meta = ckpt.restore(state, args.which)
+        except FileNotFoundError as e:
+            print(f"omjax eval: {e}", file=sys.stderr)
+            return 2
+        finally:
+            ckpt.close()
+        print(f"evaluating {args.which} checkpoint of {args.checkpoint} (after round {meta.get('round')})")
+    results = evaluate(cfg, state.bank, trainer, seeds, out, label, progress=not args.quiet)
+    report = render_report(results + [r for r in compare if r.policy != label])
+    (out / "report.md").write_text(report)
+    returns = [r.team_return for r in results]
+    print(f"{label}: team return {np.mean(returns):.2f} ± {np.std(returns, ddof=1) if len(returns) > 1 else 0.0:.2f} "
+          f"over {len(returns)} episodes -> {out / 'eval.jsonl'}, {out / 'report.md'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
