@@ -37,4 +37,34 @@ A game library supplies: the `Schema`; its targets per class for a state; read-s
 transient features per instance at initiation; a raw executor that returns one primitive action
 per env step (or a `Reason` at initiation) and says when its plan is drained; the live check of
 each `Reason` (for explicit guards); and the effect features before/after the last step.
+Records should set `contested` where another agent can act on the same target (it defaults to
+False); options without a private effect part learn from solo records, or from uncontested ones
+when they never succeeded solo (`SynthesisConfig.solo_only_records`).
+
+Overcooked (`omjax.options.overcooked`)
+---------------------------------------
+`lib = library(layout)` is an `OvercookedOptions`: `lib.instances` (I instances, fixed per
+layout; `lib.label(i)` is the menu text, e.g. "place held item in pot @ (4, 2)"), `lib.inst_opt`
+[I], `lib.inst_xy` [I, 2], planner tables `lib.plans` (shortest interact plans, BFS-exact,
+partner = dynamic obstacle: a planned move into an occupied cell becomes STAY). Shipped guard
+files: `omjax/options/guards/overcooked_<layout>.jsonl` (`read_guards(guard_path("overcooked",
+layout), SCHEMA)`), reproduced by `omjax guards --game overcooked --layout <layout>`.
+
+A rollout (one env; `jax.vmap` every call for `[E]` envs):
+
+    table = GuardTable.from_guards(SCHEMA, guards)
+    state, ex = initial_state(lib.layout), lib.init_exec()
+    for t in range(horizon):
+        need = ex.inst < 0                                   # bool [A]: agents at a decision point
+        hidden = lib.hidden_mask(table, state)               # bool [A, I] (jittable)
+        letters = letter_ranks_jax(key_t, ~hidden)           # int32 [A, I], -1 = not shown
+        choice = ...policy picks a visible instance per agent...      # int32 [A]
+        state, ex, rec, reward = lib.option_step(state, ex, choice, active)
+        # rec.valid [A]: an execution finished this step, rec.outcome its success/failure code
+
+Python, for prompts: `lib.menu(state, agent, guards, episode_rng(seed, agent)) -> [MenuItem]`
+(letter, index into lib.instances, opt, target, label); `start_menu(layout, seed, agent, guards)`.
+Burn-in: `burnin(layout, solo, team, seed)` (jitted; 2,000 + 2,000 episodes in ~4-5 s warm on
+2 shared cores) and `burnin_python(layout, episodes, choices)` (the same library per env on the
+reference simulator; identical records for identical choices).
 """

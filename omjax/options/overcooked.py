@@ -26,10 +26,11 @@ over steps of `option_step`) and the plain-Python per-env loop (`burnin_python`,
 reference simulator `overcooked_ai_py` one env at a time). Given the same option choices they
 produce the same records.
 
-Training-side API (see `OvercookedOptions`): `init_exec`, `option_step(state, ex, choice, active)`
-(jittable, one env; vmap for a batch), `read_features` / `live_failures` for any
-`[K]` agent/instance pairs, `hidden_mask` (JAX, all instances of all agents of one env) and
-`menu(state, agent, guards, rng)` (Python, lettered `MenuItem`s).
+Training-side API (see `OvercookedOptions`, and the package docstring for a rollout loop):
+`init_exec`, `option_step(state, ex, choice, active)` (jittable, one env; vmap for a batch),
+`read_features` / `live_failures` for any `[K]` agent/instance pairs, `hidden_mask` (JAX, all
+instances of all agents of one env) and `menu(state, agent, guards, rng)` (Python, lettered
+`MenuItem`s).
 """
 
 from __future__ import annotations
@@ -295,7 +296,7 @@ class OvercookedOptions:
 
         `choice` int32 [A]: the instance each agent picks if it needs a decision (`ex.inst < 0`)
         and is `active` bool [A]; ignored otherwise. Inactive agents stay and never decide.
-        Returns (next_state, next_ex, StepRecord).
+        Returns (next_state, next_ex, StepRecord, sparse reward by agent float32 [A]).
         """
         agents = jnp.arange(self.num_agents)
         v = self.view(jnp, state)
@@ -316,7 +317,7 @@ class OvercookedOptions:
         left = ex.left - running
         timeout = running & ~final & (left <= 0)
         pre = self.effect_features(jnp, v, agents, inst)
-        next_state = transition(self.layout, state, act)[0]
+        next_state, sparse = transition(self.layout, state, act)[:2]
         post = self.effect_features(jnp, self.view(jnp, next_state), agents, inst)
         ok = effect_holds_jax(self.effects, jnp.asarray(self.inst_opt)[inst], pre, post)
         done = final | timeout
@@ -326,7 +327,7 @@ class OvercookedOptions:
                             changed=done & jnp.any(pre != post, axis=-1),
                             contested=done & self.contested(jnp, v, act, inst))
         ex = ex.replace(inst=jnp.where(done, -1, ex.inst), left=left)
-        return next_state, ex, record
+        return next_state, ex, record, sparse
 
     def hidden_mask(self, table: menu_mod.GuardTable, state: State):
         """bool [A, I]: instances hidden from each agent by the guards (one env; jittable)."""
@@ -370,7 +371,7 @@ def _burnin_batch(lib: OvercookedOptions, num_envs: int, horizon: int, key, acti
     def episode(choice_seq, act):  # [T, A], [A]
         def body(carry, choice):
             state, ex = carry
-            state, ex, rec = lib.option_step(state, ex, choice, act)
+            state, ex, rec, _ = lib.option_step(state, ex, choice, act)
             return (state, ex), rec
 
         carry = (initial_state(lib.layout), lib.init_exec())

@@ -230,6 +230,34 @@ def test_explicit_failures_in_burnin(aa_table):
         assert (t.outcome[near] == SUCCESS).any()
 
 
+def test_option_step_rollout_delivers_a_soup(lib):
+    """The training-side API: decide only when `ex.inst < 0`, step every agent's executor."""
+    index = {(oc.SCHEMA.options[i.opt].name, i.target): k for k, i in enumerate(lib.instances)}
+    pot = (4, 2)
+    plan = ([("pick_onion", (0, 1)), ("place_in_pot", pot)] * 3
+            + [("start_cooking", pot), ("pick_dish", (3, 4)), ("plate_soup", pot), ("deliver", (3, 1))])
+    step = jax.jit(lib.option_step)
+    state, ex = initial_state(lib.layout), lib.init_exec()
+    active = jnp.array([False, True])  # agent 1 cooks alone in the left kitchen
+    outcomes, reward, queue = [], 0.0, list(plan)
+    for _ in range(200):
+        choice = 0
+        if int(ex.inst[1]) < 0:
+            if not queue:
+                break
+            if queue[0][0] == "plate_soup" and int(state.pot_tick[0]) < lib.layout.cook_time:
+                choice = index[("wait", None)]
+            else:
+                choice = index[queue.pop(0)]
+        state, ex, rec, sparse = step(state, ex, jnp.array([0, choice]), active)
+        reward += float(sparse.sum())
+        if bool(rec.valid[1]):
+            outcomes.append((oc.SCHEMA.options[lib.inst_opt[int(rec.inst[1])]].name, int(rec.outcome[1])))
+    assert [o for o in outcomes if o[0] != "wait"] == [(name, SUCCESS) for name, _ in plan]
+    assert reward == lib.layout.delivery_reward == 20.0
+    assert int(state.held[1]) == Item.NONE and int(state.pot_tick[0]) == -1
+
+
 def test_cli_menu_and_guards(tmp_path, monkeypatch, capsys, aa_table):
     from omjax.options import cli
 
