@@ -75,7 +75,7 @@ def _engine_truth(env, state: SymbolicState):
     return checked
 
 
-@pytest.mark.parametrize("game,steps", [("cleanup", 150), ("harvest", 120)])
+@pytest.mark.parametrize("game,steps", [("cleanup", 100), ("harvest", 100)])
 def test_symbolic_state_equals_engine_truth_on_random_play(game, steps, request):
     env = request.getfixturevalue(game)
     state = env.reset(7)
@@ -137,6 +137,7 @@ def test_bad_input_is_rejected(cleanup):
         make("clean-up")
 
 
+@pytest.mark.slow
 def test_cleanup_is_reproducible_without_zaps(cleanup):
     runs = []
     for _ in range(2):

@@ -16,7 +16,7 @@ from omjax.options.synthesis import read_guards
 
 
 def test_k_option_rollouts_with_asynchronous_termination():
-    k_envs, horizon = 2, 25
+    k_envs, horizon = 2, 20
     lib = cleanup.library("lib_a")
     guards = [g for g in read_guards(guard_path("cleanup", "lib_a"), cleanup.SCHEMA) if g.opt in lib.schema.option_names]
     static = CleanUp()  # layout and action names only; the episodes run in the workers
