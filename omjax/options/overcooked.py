@@ -180,7 +180,6 @@ class OvercookedOptions:
         cells = sorted({i.target for i in self.instances if i.target is not None})
         self.plans = plan_tables(lay, np.array(cells, np.int32))
         cell_index = {c: k for k, c in enumerate(cells)}
-        num_i = len(self.instances)
         self.inst_opt = np.array([i.opt for i in self.instances], np.int32)  # [I]
         self.inst_tgt = np.array([cell_index.get(i.target, -1) for i in self.instances], np.int32)  # [I]
         xy = np.array([i.target if i.target is not None else (NO_TARGET, NO_TARGET) for i in self.instances])
@@ -194,7 +193,6 @@ class OvercookedOptions:
             allowed[o, list(spec.reasons)] = True
         self.inst_reasons = allowed[self.inst_opt]  # [I, R]
         self.effects = compile_effects(SCHEMA)
-        assert num_i == len(self.inst_opt)
 
     @property
     def num_instances(self) -> int:
