@@ -28,7 +28,7 @@ from omjax.eval.audits import SoloReport
 from omjax.eval.results import EpisodeResult, Trajectory
 from omjax.eval.scripted import OptionPolicy
 from omjax.options.overcooked import OvercookedOptions, library
-from omjax.options.schema import SUCCESS, outcome_name
+from omjax.options.schema import outcome_name
 
 
 @dataclass(frozen=True)
@@ -42,7 +42,7 @@ class OptionEpisode:
     trajectory: Trajectory
     """Positions [T, A, 2] as (row, col) and the layout's walls."""
     deliveries: np.ndarray
-    """int [A] soups each agent delivered (successful `deliver` executions)."""
+    """int [A] soups each agent delivered (the env's sparse reward of the agent, in deliveries)."""
 
     @property
     def team_deliveries(self) -> int:
@@ -72,7 +72,6 @@ def play_episode(
         raise ValueError(f"active must have one flag per agent ({n_agents}), got shape {acting.shape}")
     step = _compiled_step(lib)
     active_jnp = jnp.asarray(acting)
-    deliver = lib.schema.option_index("deliver")
     state, ex = initial_state(lib.layout), lib.init_exec()
     positions = np.zeros((horizon, n_agents, 2), np.int32)
     decisions: list[dict] = []
@@ -84,7 +83,8 @@ def play_episode(
         for a in np.flatnonzero(need):
             choice[a] = int(policies[a](lib, state, int(a)))
             choices.append({"step": t, "aid": int(a), "opt": lib.schema.options[lib.inst_opt[choice[a]]].name})
-        state, ex, rec = step(state, ex, jnp.asarray(choice), active_jnp)
+        state, ex, rec, sparse = step(state, ex, jnp.asarray(choice), active_jnp)
+        deliveries += np.round(np.asarray(sparse) / lib.layout.delivery_reward).astype(np.int64)
         valid, inst, outcome = (np.asarray(x) for x in (rec.valid, rec.inst, rec.outcome))
         for a in np.flatnonzero(valid):
             instance = lib.instances[int(inst[a])]
@@ -94,8 +94,6 @@ def play_episode(
                 "target": None if instance.target is None else list(instance.target),
                 "outcome": outcome_name(int(outcome[a])),
             })
-            if instance.opt == deliver and int(outcome[a]) == SUCCESS:
-                deliveries[a] += 1
         positions[t] = np.asarray(state.pos)[:, ::-1]  # (x, y) -> (row, col)
     walls = lib.layout.grid != Terrain.FLOOR
     return OptionEpisode(decisions=decisions, choices=choices,

@@ -79,6 +79,11 @@ class _OvercookedBase:
         self._host = jax.tree.map(np.asarray, self.states)
         self.deliveries = np.zeros((k, self.n_agents), np.int64)
 
+    def _count(self, sparse: np.ndarray) -> np.ndarray:
+        """Add a step's sparse rewards [K, A] to the per-agent delivery counts; team reward [K]."""
+        self.deliveries += np.round(sparse / self.delivery_reward).astype(np.int64)
+        return sparse.sum(axis=1).astype(np.float64)
+
     def _state(self, k: int):
         return jax.tree.map(lambda x: x[k], self._host)
 
@@ -107,8 +112,8 @@ class NativeOvercookedGame(_OvercookedBase):
         lay = self.layout
 
         def one(state, actions):
-            nxt = transition(lay, state, actions)[0]
-            return nxt, delivered_by_agent(lay, state, nxt)
+            nxt, sparse, _, _ = transition(lay, state, actions)
+            return nxt, sparse
 
         self._step = jax.jit(jax.vmap(one))
 
@@ -130,11 +135,9 @@ class NativeOvercookedGame(_OvercookedBase):
         return self._system
 
     def step(self, choices: np.ndarray) -> np.ndarray:
-        self.states, delivered = self._step(self.states, jnp.asarray(choices, jnp.int32))
+        self.states, sparse = self._step(self.states, jnp.asarray(choices, jnp.int32))
         self._host = jax.tree.map(np.asarray, self.states)
-        delivered = np.asarray(delivered)  # [K, A]
-        self.deliveries += delivered
-        return delivered.sum(axis=1) * self.delivery_reward
+        return self._count(np.asarray(sparse))
 
 
 class CompoundOvercookedGame(_OvercookedBase):
@@ -152,11 +155,10 @@ class CompoundOvercookedGame(_OvercookedBase):
         ]
         self._wait = int(np.flatnonzero(lib.inst_wait)[0])
         active = jnp.ones(self.n_agents, bool)
-        lay = self.layout
 
         def one(state, ex, choice):
-            nxt, ex, rec = lib.option_step(state, ex, choice, active)
-            return nxt, ex, rec.valid, rec.outcome, delivered_by_agent(lay, state, nxt)
+            nxt, ex, rec, sparse = lib.option_step(state, ex, choice, active)
+            return nxt, ex, rec.valid, rec.outcome, sparse
 
         self._step = jax.jit(jax.vmap(one))
         self.execs = None
@@ -198,14 +200,13 @@ class CompoundOvercookedGame(_OvercookedBase):
         return emission.instance
 
     def step(self, choices: np.ndarray) -> np.ndarray:
-        self.states, self.execs, valid, outcome, delivered = self._step(
+        self.states, self.execs, valid, outcome, sparse = self._step(
             self.states, self.execs, jnp.asarray(choices, jnp.int32))
         self._host = jax.tree.map(np.asarray, self.states)
-        valid, outcome, delivered = np.asarray(valid), np.asarray(outcome), np.asarray(delivered)
+        valid, outcome = np.asarray(valid), np.asarray(outcome)
         for (k, agent) in [key for key in self._pending if valid[key]]:
             self.tallies[k] = self.tallies[k].record(agent, self._pending.pop((k, agent)), int(outcome[k, agent]))
-        self.deliveries += delivered
-        return delivered.sum(axis=1) * self.delivery_reward
+        return self._count(np.asarray(sparse))
 
     def invalid_counts(self) -> np.ndarray:
         """int [K, A] invalid emissions per episode and agent."""
