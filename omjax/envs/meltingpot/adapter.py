@@ -39,9 +39,9 @@ ORIENTATIONS = ("North", "East", "South", "West")
 # Unit step (dx, dy) of each orientation; y grows southwards.
 HEADING = np.array([[0, -1], [1, 0], [0, 1], [-1, 0]], np.int32)
 
-BEAM_CHAR = "B"  # BeamClean / BeamZap in GLOBAL.TEXT
-APPLE_CHAR = "A"  # Apple, and Avatar<i>: told apart by the avatars' positions
-DIRT_CHAR = "D"
+BEAM_CHAR = ord("B")  # BeamClean / BeamZap in GLOBAL.TEXT
+APPLE_CHAR = ord("A")  # Apple, and Avatar<i>: told apart by the avatars' positions
+DIRT_CHAR = ord("D")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -66,11 +66,12 @@ class SymbolicState:
 
 
 def _text_grid(text: bytes, shape: tuple[int, int]) -> np.ndarray:
-    rows = text.decode().split("\n")
-    grid = np.array([list(r) for r in rows if r])
-    if grid.shape != shape:
-        raise RuntimeError(f"GLOBAL.TEXT has shape {grid.shape}, the substrate map {shape}")
-    return grid
+    """uint8 [H, W] character codes of GLOBAL.TEXT (rows end with a newline)."""
+    h, w = shape
+    raw = np.frombuffer(text, np.uint8)
+    if raw.size != h * (w + 1):
+        raise RuntimeError(f"GLOBAL.TEXT has {raw.size} bytes, the {h} x {w} substrate map needs {h * (w + 1)}")
+    return raw.reshape(h, w + 1)[:, :w]
 
 
 class MeltingPotEnv:

@@ -15,6 +15,7 @@ from omjax.envs.overcooked.env import (
     initial_state,
     pot_cook_time,
     pot_phase,
+    random_actions,
     transition,
 )
 from omjax.envs.overcooked.items import (
@@ -36,5 +37,5 @@ __all__ = [
     "Action", "DIRECTION_NAMES", "Direction", "EVENTS", "Item", "Layout", "MAX_INGREDIENTS",
     "NUM_ACTIONS", "OBS_CHANNELS", "Overcooked", "POT_IDLE", "PotPhase", "State", "Terrain",
     "initial_state", "is_soup", "item_name", "list_layouts", "load_layout", "pot_cook_time",
-    "pot_phase", "soup_item", "soup_onions", "soup_tomatoes", "transition",
+    "pot_phase", "random_actions", "soup_item", "soup_onions", "soup_tomatoes", "transition",
 ]

@@ -100,40 +100,102 @@ def initial_state(layout: Layout) -> State:
         pot_tick=jnp.asarray(layout.start_pot_tick), time=jnp.zeros((), jnp.int32))
 
 
+# Bit layout of the per-(cell, facing) lookup `_Tables.facing`: which cell an agent faces, the
+# terrain there and the pot there (index + 1, 0 for none), packed so that one gather reads all three.
+_CELL_BITS = 16
+_TERRAIN_BITS = 4
+
+
+class _Tables:
+    """Static lookup tables of a layout for the step, built once per layout with NumPy.
+
+    Vmapped over thousands of envs, every gather costs about as much as a dozen elementwise ops,
+    so the step reads what it needs about a cell with as few gathers as possible.
+    """
+
+    def __init__(self, layout: Layout):
+        height, width = layout.height, layout.width
+        cells = np.arange(height * width)
+        x, y = cells % width, cells // width
+        # [H*W, 4]: the faced cell, clipped into the grid (only floor cells are ever looked up,
+        # and a floor cell's neighbours are inside the grid since borders are never floor).
+        fx = np.clip(x[:, None] + DIR_VEC[None, :, 0], 0, width - 1)
+        fy = np.clip(y[:, None] + DIR_VEC[None, :, 1], 0, height - 1)
+        faced = fy * width + fx
+        if faced.max() >= 1 << _CELL_BITS or layout.num_pots + 1 >= 1 << (31 - _CELL_BITS - _TERRAIN_BITS):
+            raise ValueError(f"layout {layout.name!r} is too large for the packed step tables")
+        self.facing = (faced | (layout.grid.reshape(-1)[faced] << _CELL_BITS)
+                       | ((layout.pot_index.reshape(-1)[faced] + 1) << (_CELL_BITS + _TERRAIN_BITS))
+                       ).reshape(-1).astype(np.int32)  # [H*W * 4]
+        walkable = layout.grid.reshape(-1)[faced] == Terrain.FLOOR  # [H*W, 4]
+        stay = np.repeat(cells[:, None], NUM_ACTIONS - len(DIR_VEC), axis=1)  # STAY, INTERACT
+        self.move = np.concatenate([np.where(walkable, faced, cells[:, None]), stay],
+                                   axis=1).reshape(-1).astype(np.int32)  # [H*W * NUM_ACTIONS]
+        value = np.zeros(NUM_ITEMS, np.float32)
+        for item in range(Item.SOUP + 1, NUM_ITEMS):
+            onions, tomatoes = soup_onions(item), soup_tomatoes(item)
+            if onions + tomatoes <= MAX_INGREDIENTS:
+                value[item] = layout.soup_value[onions, tomatoes]
+        self.value_of_item = value  # [NUM_ITEMS] delivery reward of a held soup, 0 otherwise
+        self.cook_time = layout.soup_cook_time.reshape(-1)  # [(MAX+1)^2]
+        onions, tomatoes = np.meshgrid(np.arange(MAX_INGREDIENTS + 1), np.arange(MAX_INGREDIENTS + 1),
+                                       indexing="ij")
+        recipes = (onions + tomatoes >= 1) & (onions + tomatoes <= MAX_INGREDIENTS)
+        if (layout.soup_cook_time[recipes] < 1).any():
+            # The step reads readiness once per step, which is exact only for positive cook times.
+            raise ValueError(f"layout {layout.name!r}: cook times must be >= 1, got\n{layout.soup_cook_time}")
+
+
+_TABLES: dict[int, tuple[Layout, _Tables]] = {}
+
+
+def _tables(layout: Layout) -> _Tables:
+    # Keyed by id and holding the layout, so the id cannot be reused while the entry lives.
+    entry = _TABLES.get(id(layout))
+    if entry is None or entry[0] is not layout:
+        entry = _TABLES[id(layout)] = (layout, _Tables(layout))
+    return entry[1]
+
+
+def _cook_time_of(layout: Layout, onions: jax.Array, tomatoes: jax.Array) -> jax.Array:
+    return jnp.asarray(_tables(layout).cook_time)[onions * (MAX_INGREDIENTS + 1) + tomatoes]
+
+
 def _resolve_interacts(layout: Layout, state: State, actions: jax.Array):
     """Apply every agent's INTERACT in agent order. Returns (state, sparse [A], shaped [A], events)."""
+    tables = _tables(layout)
     height, width = layout.height, layout.width
-    grid = jnp.asarray(layout.grid.reshape(-1))  # [H*W]
-    pot_of_cell = jnp.asarray(layout.pot_index.reshape(-1))  # [H*W]
-    soup_value = jnp.asarray(layout.soup_value)  # [4, 4]
-    cook_table = jnp.asarray(layout.soup_cook_time)  # [4, 4]
-    is_counter_cell = grid == Terrain.COUNTER  # [H*W]
-    cells = jnp.arange(height * width)
     pots = jnp.arange(layout.num_pots)
     num_agents = layout.num_agents
 
     held = state.held
     counter = state.counter.reshape(-1)  # [H*W]
     onions, tomatoes, tick = state.pot_onions, state.pot_tomatoes, state.pot_tick  # [P] each
-    # Shaped dish reward looks at pot phases as they were before anyone interacted.
+    # A pot's ingredients only change while it is idle, and a pot started this step has tick 0,
+    # below any cook time, so readiness can use the cook times of the ingredients at the start.
+    cook_time = _cook_time_of(layout, onions, tomatoes)  # [P]
+    # Shaped dish reward looks at pot phases as they were before anyone interacted, and at dishes
+    # on counters as they are when the dish is taken.
     phase0 = pot_phase(layout, state)
     non_empty_pots = jnp.sum((phase0 == PotPhase.FILLING) | (phase0 == PotPhase.COOKING)
                              | (phase0 == PotPhase.READY))
+    dishes_on_counters = jnp.sum(counter == Item.DISH)
     sparse, shaped, events = [], [], {name: [] for name in EVENTS}
     for i in range(num_agents):
-        target = state.pos[i] + jnp.asarray(DIR_VEC)[state.facing[i]]  # [2] (x, y)
-        cell = target[1] * width + target[0]
-        terrain = grid[cell]
+        cell_here = state.pos[i, 1] * width + state.pos[i, 0]
+        faced = jnp.asarray(tables.facing)[cell_here * len(DIR_VEC) + state.facing[i]]
+        cell = faced & ((1 << _CELL_BITS) - 1)
+        terrain = (faced >> _CELL_BITS) & ((1 << _TERRAIN_BITS) - 1)
+        pot = (faced >> (_CELL_BITS + _TERRAIN_BITS)) - 1  # -1 when the target is no pot
         interact = actions[i] == Action.INTERACT
         hand = held[i]
         on_counter = counter[cell]
-        pot = pot_of_cell[cell]  # -1 when the target is no pot
         pot_mask = pots == pot  # [P]
         p_on = jnp.sum(jnp.where(pot_mask, onions, 0))
         p_to = jnp.sum(jnp.where(pot_mask, tomatoes, 0))
         p_tick = jnp.sum(jnp.where(pot_mask, tick, 0))
         p_idle = p_tick < 0
-        p_ready = ~p_idle & (p_tick >= cook_table[p_on, p_to])
+        p_ready = ~p_idle & (p_tick >= jnp.sum(jnp.where(pot_mask, cook_time, 0)))
         empty_hand = hand == Item.NONE
         ingredient = (hand == Item.ONION) | (hand == Item.TOMATO)
 
@@ -149,15 +211,16 @@ def _resolve_interacts(layout: Layout, state: State, actions: jax.Array):
         deliver = at(Terrain.SERVING) & is_soup(hand)
 
         # is_dish_pickup_useful is defined by overcooked_ai_py for exactly two players only.
-        dish_useful = ((num_agents == 2) & ~jnp.any(is_counter_cell & (counter == Item.DISH))
+        dish_useful = ((num_agents == 2) & (dishes_on_counters == 0)
                        & (jnp.sum(held == Item.DISH) < non_empty_pots))
         picked = jnp.where(pick, on_counter, Item.NONE)
+        dropped = jnp.where(drop, hand, Item.NONE)
+        dishes_on_counters = dishes_on_counters + (dropped == Item.DISH) - (picked == Item.DISH)
         events["onion_pickup"].append(take_onion | (picked == Item.ONION))
         # overcooked_ai_py logs no event for taking a tomato from its dispenser.
         events["tomato_pickup"].append(picked == Item.TOMATO)
         events["dish_pickup"].append(take_dish | (picked == Item.DISH))
         events["soup_pickup"].append(plate | is_soup(picked))
-        dropped = jnp.where(drop, hand, Item.NONE)
         events["onion_drop"].append(dropped == Item.ONION)
         events["tomato_drop"].append(dropped == Item.TOMATO)
         events["dish_drop"].append(dropped == Item.DISH)
@@ -166,7 +229,7 @@ def _resolve_interacts(layout: Layout, state: State, actions: jax.Array):
         events["potting_tomato"].append(add & (hand == Item.TOMATO))
         events["cook_start"].append(start_cook)
         events["soup_delivery"].append(deliver)
-        sparse.append(jnp.where(deliver, soup_value[soup_onions(hand), soup_tomatoes(hand)], 0.0))
+        sparse.append(jnp.where(deliver, jnp.asarray(tables.value_of_item)[hand], 0.0))
         shaped.append(PLACEMENT_IN_POT_REW * add + SOUP_PICKUP_REWARD * plate
                       + DISH_PICKUP_REWARD * (take_dish & dish_useful))
 
@@ -176,8 +239,11 @@ def _resolve_interacts(layout: Layout, state: State, actions: jax.Array):
              soup_item(p_on, p_to), Item.NONE],
             hand)
         held = held.at[i].set(new_hand.astype(jnp.int32))
-        counter = jnp.where(cells == cell, jnp.where(drop, hand, jnp.where(pick, Item.NONE, counter)),
-                            counter)
+        # A one-cell update: vmapped, XLA turns it into a scatter of one entry per env, far
+        # cheaper than selecting over every cell of every env.
+        counter = counter.at[cell].set(jnp.where(drop, hand, jnp.where(pick, Item.NONE, on_counter)),
+                                       indices_are_sorted=True, unique_indices=True,
+                                       mode="promise_in_bounds")
         onions = onions + (pot_mask & add & (hand == Item.ONION))
         tomatoes = tomatoes + (pot_mask & add & (hand == Item.TOMATO))
         # Plating empties the pot (overcooked_ai_py removes the soup object).
@@ -193,14 +259,11 @@ def _resolve_interacts(layout: Layout, state: State, actions: jax.Array):
 
 def _resolve_movement(layout: Layout, state: State, actions: jax.Array) -> State:
     """Move and turn every agent; any same-cell or swap conflict keeps all agents in place."""
-    walkable = jnp.asarray(layout.grid.reshape(-1) == Terrain.FLOOR)  # [H*W]
+    width = layout.width
     moving = actions < Action.STAY  # [A]; move actions equal their Direction index
-    step = jnp.asarray(DIR_VEC)[jnp.where(moving, actions, 0)]  # [A, 2]
-    target = state.pos + step  # [A, 2]
-    # Only moving agents read the target cell, and a mover's target is in the grid (borders are
-    # never floor), so clipping only guards the rows of non-movers.
-    cell = jnp.clip(target[:, 1] * layout.width + target[:, 0], 0, walkable.shape[0] - 1)
-    new_pos = jnp.where((moving & walkable[cell])[:, None], target, state.pos)  # [A, 2]
+    cell = state.pos[:, 1] * width + state.pos[:, 0]  # [A]
+    new_cell = jnp.asarray(_tables(layout).move)[cell * NUM_ACTIONS + actions]  # [A]
+    new_pos = jnp.stack([new_cell % width, new_cell // width], axis=-1)  # [A, 2]
     old = state.pos
     same_new = jnp.all(new_pos[:, None, :] == new_pos[None, :, :], axis=-1)  # [A, A]
     crossed = (jnp.all(new_pos[:, None, :] == old[None, :, :], axis=-1)
@@ -213,7 +276,8 @@ def _resolve_movement(layout: Layout, state: State, actions: jax.Array) -> State
 
 def _environment_effects(layout: Layout, state: State) -> State:
     """Advance time; every cooking (started, not yet ready) pot cooks one tick."""
-    cooking = (state.pot_tick >= 0) & (state.pot_tick < pot_cook_time(layout, state))
+    cooking = (state.pot_tick >= 0) & (state.pot_tick < _cook_time_of(layout, state.pot_onions,
+                                                                         state.pot_tomatoes))
     return state.replace(time=state.time + 1, pot_tick=state.pot_tick + cooking)
 
 
@@ -227,6 +291,18 @@ def transition(layout: Layout, state: State, actions: jax.Array):
     state, sparse, shaped, events = _resolve_interacts(layout, state, actions)
     state = _resolve_movement(layout, state, actions)
     return _environment_effects(layout, state), sparse, shaped, events
+
+
+def random_actions(key: jax.Array, shape: tuple[int, ...]) -> jax.Array:
+    """int32 actions uniform over `NUM_ACTIONS`, of any shape (e.g. `[T, B, A]`).
+
+    Multiply-shift of 32 random bits (Lemire), computed exactly in 32-bit halves: the bias is below
+    NUM_ACTIONS / 2**32, and it needs one random word per action where `jax.random.randint` needs
+    two, which roughly halves the cost of random-policy rollouts on the CPU.
+    """
+    bits = jax.random.bits(key, shape, jnp.uint32)
+    high = (bits >> 16) * NUM_ACTIONS + (((bits & 0xFFFF) * NUM_ACTIONS) >> 16)
+    return (high >> 16).astype(jnp.int32)
 
 
 class Overcooked(MultiAgentEnv):

@@ -1,0 +1,166 @@
+"""`python -m omjax.bench env`: env steps per second, JAX Overcooked vs overcooked_ai_py, one run.
+
+Ours: `jit(scan(vmap(env.step)))` over a batch of envs with uniform random joint actions drawn on
+device, auto-reset at the horizon included. Reference: overcooked_ai_py 1.1.0
+`OvercookedGridworld.get_state_transition` stepping one env in Python with uniform random joint
+actions, reset at the horizon (the core of `OvercookedEnv.step`, without its bookkeeping, so the
+reference's figure is if anything flattering). Both count joint env steps. With `--consume-obs`
+each step's observations are also reduced into the carry, so XLA cannot prune their computation.
+
+By default XLA runs single-threaded (`--xla-threads 1`), so both sides use one core: the ratio is
+then per core, and on a shared machine XLA's thread hand-offs do not stall on busy cores.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import time
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import tqdm
+
+
+# omjax.envs is imported inside the functions: importing it (through jaxmarl) starts JAX's backend,
+# and `--xla-threads` has to set XLA's flags before that.
+
+
+def make_rollout(env, batch: int, steps: int, consume_obs: bool):
+    """A jitted `(key, states) -> (states, team_return [B], obs_checksum [B])` of `steps` batched steps."""
+    from omjax.envs.overcooked import random_actions
+
+    # One step key for the whole batch: with the layout's fixed start, `env.step` uses its key only
+    # for the auto-reset, which then gives every env the same start anyway.
+    step = jax.vmap(env.step, in_axes=(None, 0, 0))
+
+    def body(carry, inputs):
+        states, total, checksum = carry
+        key, actions = inputs  # actions [B, A]
+        obs, states, rewards, _, _ = step(key, states, actions)
+        total = total + rewards[env.agents[0]]
+        if consume_obs:
+            checksum = checksum + sum(jnp.sum(o, axis=(1, 2, 3)) for o in obs.values())
+        return (states, total, checksum), None
+
+    @jax.jit
+    def rollout(key, states):
+        k_act, k_step = jax.random.split(key)
+        actions = random_actions(k_act, (steps, batch, env.num_agents))  # [T, B, A]
+        carry = (states, jnp.zeros(batch, jnp.float32), jnp.zeros(batch, jnp.int32))
+        (states, total, checksum), _ = jax.lax.scan(body, carry, (jax.random.split(k_step, steps), actions))
+        return states, total, checksum
+
+    return rollout
+
+
+class JaxBench:
+    """The batched JAX rollout, compiled once; each `run()` times one call of `steps` steps."""
+
+    def __init__(self, layout: str, batch: int, steps: int, horizon: int, consume_obs: bool):
+        from omjax.envs.overcooked import Overcooked
+
+        env = Overcooked(layout, horizon=horizon)
+        _, self.states = jax.vmap(env.reset)(jax.random.split(jax.random.PRNGKey(0), batch))
+        self.rollout = make_rollout(env, batch, steps, consume_obs)
+        self.batch, self.steps, self.calls = batch, steps, 0
+        t0 = time.perf_counter()
+        jax.block_until_ready(self.rollout(jax.random.PRNGKey(1), self.states))
+        self.compile_s = time.perf_counter() - t0
+        self.returns: list[float] = []
+
+    def run(self) -> float:
+        """Env steps per second of one timed call."""
+        self.calls += 1
+        t0 = time.perf_counter()
+        self.states, total, _ = jax.block_until_ready(
+            self.rollout(jax.random.PRNGKey(1 + self.calls), self.states))
+        elapsed = time.perf_counter() - t0
+        self.returns.append(float(jnp.mean(total)))
+        return self.batch * self.steps / elapsed
+
+
+class ReferenceBench:
+    """overcooked_ai_py stepping one env in Python; each `run(seconds)` times a stretch of steps."""
+
+    def __init__(self, layout: str, horizon: int, seed: int):
+        from omjax.envs.overcooked.reference import load_overcooked_ai, make_mdp
+
+        self.mdp = make_mdp(layout)
+        self.actions = load_overcooked_ai().Action.INDEX_TO_ACTION
+        self.rng = np.random.default_rng(seed)
+        self.horizon = horizon
+        self.state = self.mdp.get_standard_start_state()
+        self.reward = 0
+
+    def run(self, seconds: float) -> float:
+        """Env steps per second over about `seconds`."""
+        chunk, steps = 500, 0
+        t0 = time.perf_counter()
+        while time.perf_counter() - t0 < seconds:
+            for row in self.rng.integers(0, len(self.actions), size=(chunk, self.mdp.num_players)):
+                self.state, info = self.mdp.get_state_transition(self.state, [self.actions[a] for a in row])
+                self.reward += sum(info["sparse_reward_by_agent"])
+                if self.state.timestep >= self.horizon:
+                    self.state = self.mdp.get_standard_start_state()
+            steps += chunk
+        return steps / (time.perf_counter() - t0)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m omjax.bench env", description=__doc__.split("\n")[0])
+    parser.add_argument("--layout", default="asymmetric_advantages")
+    parser.add_argument("--batch", type=int, default=4096, help="parallel JAX envs (>= 1)")
+    parser.add_argument("--steps", type=int, default=400, help="scan length per timed call")
+    parser.add_argument("--rounds", type=int, default=5, help="alternating timed rounds; best of each")
+    parser.add_argument("--horizon", type=int, default=400)
+    parser.add_argument("--ref-seconds", type=float, default=10.0,
+                        help="total time spent stepping the reference, over all rounds")
+    parser.add_argument("--consume-obs", action="store_true", help="reduce observations into the carry")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--xla-threads", type=int, default=1,
+                        help="1: single-threaded XLA (one core, like the reference); 0: XLA's default")
+    args = parser.parse_args(argv)
+    if args.xla_threads == 1:
+        if jax._src.xla_bridge.backends_are_initialized():
+            parser.error("--xla-threads 1 must be set before JAX starts its backend; run in a fresh process")
+        os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + " --xla_cpu_multi_thread_eigen=false"
+                                   " intra_op_parallelism_threads=1").strip()
+    elif args.xla_threads != 0:
+        parser.error("--xla-threads must be 1 or 0")
+    for name in ("batch", "steps", "rounds", "horizon"):
+        if getattr(args, name) < 1:
+            parser.error(f"--{name.replace('_', '-')} must be >= 1")
+
+    # The machine is shared, so the two simulators are timed in alternating rounds and each is
+    # credited with its best round: a load spike then hurts neither side's figure.
+    ours = JaxBench(args.layout, args.batch, args.steps, args.horizon, args.consume_obs)
+    reference = ReferenceBench(args.layout, args.horizon, args.seed)
+    ref_rates, our_rates = [], []
+    for _ in tqdm.trange(args.rounds, desc="bench env rounds", leave=False):
+        ref_rates.append(reference.run(args.ref_seconds / args.rounds))
+        our_rates.append(ours.run())
+    ref_best, ours_best = max(ref_rates), max(our_rates)
+    ratio = ours_best / ref_best
+    print(f"layout {args.layout}, horizon {args.horizon}, random joint actions, "
+          f"{jax.devices()[0].platform} x{jax.device_count()}, {platform.processor() or platform.machine()}, "
+          f"XLA {'single-threaded' if args.xla_threads == 1 else 'multi-threaded'}, {os.cpu_count()} cores")
+    print(f"{'simulator':<44} {'env steps/s':>14}")
+    print(f"{'overcooked_ai_py 1.1.0 (Python, 1 env)':<44} {ref_best:>14,.0f}   "
+          f"rounds: {', '.join(f'{r:,.0f}' for r in ref_rates)}")
+    label = f"omjax JAX (jit+vmap, {args.batch} envs{', obs consumed' if args.consume_obs else ''})"
+    print(f"{label:<44} {ours_best:>14,.0f}   rounds: {', '.join(f'{r:,.0f}' for r in our_rates)}")
+    print(f"ratio ours / reference: {ratio:,.1f}x   (median-round ratio "
+          f"{np.median(our_rates) / np.median(ref_rates):,.1f}x; JAX compile {ours.compile_s:.1f}s; "
+          f"mean team return per env per {args.steps} steps {np.mean(ours.returns):.3f}, "
+          f"reference return over all its steps {reference.reward})")
+    print(json.dumps({"bench": "env", "layout": args.layout, "batch": args.batch, "steps": args.steps,
+                      "rounds": args.rounds, "consume_obs": args.consume_obs, "xla_threads": args.xla_threads,
+                      "ours_steps_per_s": round(ours_best), "reference_steps_per_s": round(ref_best),
+                      "ratio": round(ratio, 1),
+                      "median_ratio": round(float(np.median(our_rates) / np.median(ref_rates)), 1),
+                      "jax_compile_s": round(ours.compile_s, 2), "backend": jax.devices()[0].platform}))
+    return 0
