@@ -41,15 +41,17 @@ def parse_seeds(text: str) -> list[int]:
 
 
 class _Recorder:
-    """Passes every call through to a rollout `Game`, recording positions and per-agent returns.
+    """Passes every call through to a rollout `Game`, recording what the audits need.
 
-    Per-agent returns: games that count them (`deliveries` [K, A]) are read directly; for
-    Overcooked games without the counter, deliveries are read off each step's state change.
+    Optional game methods it reads after every step, when the game has them:
+    `positions()` int [K, A, 2] (x, y); `agent_returns()` float [K, A] cumulative per-agent
+    return in task units (deliveries, apples); `patches_alive()` int [K] (Commons Harvest).
+    Overcooked games without `agent_returns` get per-agent deliveries read off each step's state
+    change, and without `positions` their `states.pos`.
     """
 
     def __init__(self, game):
         self._game = game
-        self.positions: list[np.ndarray] = []
         self._delivered_fn = None
 
     def __getattr__(self, name):
@@ -57,17 +59,21 @@ class _Recorder:
 
     def reset(self, seeds):
         self._game.reset(seeds)
-        self.positions = []
+        self.positions: list[np.ndarray] = []
+        self.patches: list[np.ndarray] = []
         self.agent_units = np.zeros((len(seeds), self._game.n_agents))
 
     def step(self, choices):
-        before = self._game.states
-        reward = self._game.step(choices)
-        if hasattr(self._game, "deliveries"):
-            self.agent_units = np.asarray(self._game.deliveries, float)
+        game = self._game
+        before = getattr(game, "states", None)
+        reward = game.step(choices)
+        if hasattr(game, "agent_returns"):
+            self.agent_units = np.asarray(game.agent_returns(), float)
         else:
-            self.agent_units += self._delivered(before, self._game.states)
-        self.positions.append(np.asarray(self._game.states.pos))  # [K, A, 2] (x, y)
+            self.agent_units += self._delivered(before, game.states)
+        self.positions.append(np.asarray(game.positions() if hasattr(game, "positions") else game.states.pos))
+        if hasattr(game, "patches_alive"):
+            self.patches.append(np.asarray(game.patches_alive()))
         return reward
 
     def _delivered(self, before, after) -> np.ndarray:
@@ -80,7 +86,14 @@ class _Recorder:
             self._delivered_fn = jax.jit(jax.vmap(lambda s, n: delivered_by_agent(layout, s, n)))
         return np.asarray(self._delivered_fn(before, after), float)
 
-    def walls(self) -> np.ndarray:
+    def trajectory(self, k: int = 0) -> Trajectory:
+        positions = np.stack(self.positions)[:, k, :, ::-1].astype(np.int32)  # [T, A, 2] (row, col)
+        patches = np.stack(self.patches)[:, k].astype(np.int32) if self.patches else None
+        return Trajectory(positions=positions, walls=self._walls(), patches_alive=patches)
+
+    def _walls(self) -> np.ndarray:
+        if hasattr(self._game, "walls"):
+            return np.asarray(self._game.walls(), bool)
         from omjax.envs.overcooked.layout import Terrain
 
         return np.asarray(self._game.layout.grid) != Terrain.FLOOR
@@ -127,8 +140,7 @@ def evaluate(cfg, bank, trainer, seeds: list[int], out: Path, label: str, progre
         batch = collect(recorder, trainer.decider, trainer.model.params, bank, 1, jax.random.PRNGKey(seed),
                         seed, 0, progress=False)
         result = _episode_result(cfg, label, seed, batch, recorder, trainer.game)
-        positions = np.stack(recorder.positions)[:, 0, :, ::-1].astype(np.int32)  # [T, A, 2] (row, col)
-        Trajectory(positions=positions, walls=recorder.walls()).save(trajectory_path(out, seed))
+        recorder.trajectory(0).save(trajectory_path(out, seed))
         write_jsonl_atomic(out / "decisions" / f"seed{seed}.jsonl", [decision_record(d, 0) for d in batch.decisions])
         write_results(out / "eval.jsonl", [result], append=True)
         done[seed] = result

@@ -97,6 +97,14 @@ class _OvercookedBase:
         """int [K, A, 2] (x, y) of every agent now."""
         return np.asarray(self._host.pos)
 
+    def agent_returns(self) -> np.ndarray:
+        """float [K, A] deliveries of each agent so far (the per-agent return of the audits)."""
+        return self.deliveries.astype(np.float64)
+
+    def walls(self) -> np.ndarray:
+        """bool [H, W] cells no agent can stand on."""
+        return self.layout.grid != Terrain.FLOOR
+
 
 class NativeOvercookedGame(_OvercookedBase):
     """Primitive actions, one LLM decision per agent per env step."""
