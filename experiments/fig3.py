@@ -1,0 +1,48 @@
+"""Fig. 3: per-agent visit heatmaps of the trained team (paper: Cleanup, 7 agents).
+
+    python experiments/fig3.py                         # paper scale: Cleanup, Qwen3-4B "ours" run
+    python experiments/fig3.py --cpu                   # CPU scale: the game the CPU scale trains
+    python experiments/fig3.py --cpu --games overcooked_aa
+
+Uses (and if needed launches) the Table 2 "ours" run of the game, then draws each agent's visit
+counts over all evaluation episodes on the map (`omjax audit heatmap`). The CPU scale defaults to
+Overcooked AA, the game it trains. Writes `<root>/figures/fig3_<game>.png` (+ `.json`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import common  # noqa: E402
+import table2  # noqa: E402
+
+from omjax.eval.audit_cli import audit_heatmap  # noqa: E402
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    common.add_common_args(parser)
+    args = parser.parse_args(argv)
+    scale = common.scale_of(args)
+    root = Path(args.root)
+    games = args.games or (["clean_up"] if scale.name == "paper" else list(scale.games))
+    for game in games:
+        run = common.table2_dir(root, game, "ours")
+        if not args.render_only:
+            table2.run_cell(scale, root, game, "ours", args.overrides)
+        if not common.is_finished(run):
+            raise SystemExit(f"fig3: {run} has no finished evaluation (run without --render-only)")
+        out = root / "figures" / f"fig3_{game}.png"
+        summary = audit_heatmap(run / "eval", out)
+        out.with_suffix(".json").write_text(json.dumps(summary, indent=2) + "\n")
+        print(f"wrote {out}: {summary}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,60 @@
+"""Table 1: frozen base vs ours for every backbone x game, mean ± std over training seeds (§6.2).
+
+    python experiments/table1.py --cpu                   # CPU scale: SmolLM2-135M, Overcooked AA, 2 seeds
+    python experiments/table1.py                         # paper scale: 4 backbones x 3 games x 5 seeds
+    python experiments/table1.py --cpu --render-only
+
+For each game and backbone: the frozen base is evaluated once from the config (it has no training
+seed), and the full method is trained and evaluated once per training seed. A cell is the mean ±
+std over seeds of each run's mean team return on the held-out episodes. Writes `<root>/table1.md`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import common  # noqa: E402
+
+from omjax.eval.ablations import TABLE2_CELLS  # noqa: E402
+from omjax.eval.stats import table1_markdown  # noqa: E402
+
+
+def run_game(scale: common.Scale, root: Path, game: str, backbone: str, extra: list[str]) -> None:
+    config = scale.config(game, backbone)
+    frozen = common.table1_frozen_dir(root, game, backbone)
+    common.evaluate(frozen, scale.eval_episodes, [*scale.overrides, *TABLE2_CELLS["frozen_menu"], *extra],
+                    config=config, label="frozen")
+    for seed in scale.seeds:
+        run = common.table1_ours_dir(root, game, backbone, seed)
+        common.train(config, [*scale.overrides, *TABLE2_CELLS["ours"], f"seed={seed}", *extra], run)
+        common.evaluate(run, scale.eval_episodes, label=f"ours_seed{seed}", compare=[frozen / "eval"])
+
+
+def render(root: Path, scale: common.Scale, games: tuple[str, ...]) -> str:
+    data = common.collect_table1(root, scale.backbones, games, scale.seeds)
+    table = table1_markdown(data, scale.backbones, games)
+    common.write_text(root / "table1.md", table)
+    return table
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    common.add_common_args(parser)
+    args = parser.parse_args(argv)
+    scale = common.scale_of(args)
+    games = common.games_of(args, scale)
+    root = Path(args.root)
+    if not args.render_only:
+        for game in games:
+            for backbone in scale.backbones:
+                run_game(scale, root, game, backbone, args.overrides)
+    print(render(root, scale, games))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
