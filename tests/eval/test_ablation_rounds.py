@@ -20,6 +20,7 @@ def games():
     return {interface: make_game(cfg.env, interface, 2) for interface in ("options", "native", "compound_json")}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("cell", list(TABLE2_CELLS))
 def test_cell_runs_one_round(cell, games, tiny_model, tmp_path):
     cfg = cell_config(cell, overrides=[*SMALL, f"run.out_dir={tmp_path}"])
