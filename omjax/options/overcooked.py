@@ -379,15 +379,18 @@ def _burnin_batch(lib: OvercookedOptions, num_envs: int, horizon: int, key, acti
 
 
 def _records_to_table(lib: OvercookedOptions, rec, ep_offset: int, solo: bool, keep_envs: int) -> RecordTable:
-    rec = jax.tree.map(np.asarray, rec)
-    valid = rec.valid[:keep_envs]  # [E, T, A]
-    e, _, a = np.nonzero(valid)
-    inst = rec.inst[:keep_envs][valid]
+    rec = jax.tree.map(lambda x: np.asarray(x)[:keep_envs], rec)  # [E, T, A, ...]
+    flat = np.flatnonzero(rec.valid)  # row-major over [E, T, A]: by episode, then step, then agent
+    e, _, a = np.unravel_index(flat, rec.valid.shape)
+
+    def take(x):
+        return x.reshape(-1, *x.shape[3:])[flat]
+
+    inst = take(rec.inst)
     return RecordTable.build(
-        ep=ep_offset + e, step=rec.start[:keep_envs][valid], aid=a, opt=lib.inst_opt[inst],
-        target=lib.inst_xy[inst], features=rec.feats[:keep_envs][valid], transient=rec.trans[:keep_envs][valid],
-        outcome=rec.outcome[:keep_envs][valid], solo=np.full(len(inst), solo), changed=rec.changed[:keep_envs][valid],
-        contested=rec.contested[:keep_envs][valid])
+        ep=ep_offset + e, step=take(rec.start), aid=a, opt=lib.inst_opt[inst], target=lib.inst_xy[inst],
+        features=take(rec.feats), transient=take(rec.trans), outcome=take(rec.outcome),
+        solo=np.full(len(inst), solo), changed=take(rec.changed), contested=take(rec.contested))
 
 
 def solo_active(num_envs: int, num_agents: int, ep_offset: int = 0) -> np.ndarray:
@@ -408,12 +411,17 @@ def burnin(variant: str, solo_episodes: int, team_episodes: int, seed: int, prog
     jobs = []
     for solo, count, offset in ((True, solo_episodes, 0), (False, team_episodes, solo_episodes)):
         for start in range(0, count, batch):
-            jobs.append((solo, offset + start, min(batch, count - start)))
-    for solo, ep0, n in tqdm(jobs, desc=f"burn-in {variant}", unit="batch", disable=not progress):
-        size = min(batch, max(n, 1))
+            # A short last batch is padded to the full batch size, so one compiled shape serves.
+            jobs.append((solo, offset + start, min(batch, count - start), min(batch, count)))
+    # Dispatch every batch before reading any back: the host-side record conversion of one batch
+    # then overlaps the device work of the next (JAX dispatch is asynchronous).
+    pending = []
+    for solo, ep0, n, size in jobs:
         active = (solo_active(size, lib.num_agents, ep0) if solo
                   else np.ones((size, lib.num_agents), bool))
-        rec = _burnin_batch(lib, size, horizon, jax.random.fold_in(key, ep0), jnp.asarray(active))
+        pending.append((_burnin_batch(lib, size, horizon, jax.random.fold_in(key, ep0), jnp.asarray(active)),
+                        ep0, solo, n))
+    for rec, ep0, solo, n in tqdm(pending, desc=f"burn-in {variant}", unit="batch", disable=not progress):
         tables.append(_records_to_table(lib, rec, ep0, solo, n))
     if not tables:
         return RecordTable.empty(len(SCHEMA.read_set), len(SCHEMA.transient))

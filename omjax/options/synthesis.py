@@ -15,8 +15,8 @@ become a guard and hide it outright, e.g. `start_cooking` on forced_coordination
 agent can fill a pot), and it learns from the uncontested records instead: solo records plus team
 records in which no other agent acted on the same target on the execution's final step. Effect
 deltas are taken across the acting agent's own final step, so that is the only way a partner
-could still forge the effect. Everything runs on the columnar table with `np.bincount`, so a million records
-take well under a second.
+could still forge the effect. Everything runs on the columnar table with `np.bincount`, so a
+million records take a fraction of a second.
 
 A guard file is jsonl, one `{"opt", "channel", "when", "support"}` object per line.
 """
@@ -25,14 +25,16 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import os
 
 import numpy as np
 
 from omjax.options.records import RecordTable
-from omjax.options.schema import EXPLICIT_BASE, SUCCESS, Reason, Schema
+from omjax.options.schema import EXPLICIT_BASE, NUM_OUTCOMES, SUCCESS, Reason, Schema
 
 REASON_KEY = "__reason__"
+_JOINT_LIMIT = 1 << 22  # cells of the joint literal-count table before falling back to per-shape counts
 
 
 @dataclasses.dataclass(frozen=True)
@@ -99,40 +101,60 @@ def eligible_mask(table: RecordTable, schema: Schema, config: SynthesisConfig = 
 
 def synthesize(table: RecordTable, schema: Schema, config: SynthesisConfig = SynthesisConfig()) -> list[Guard]:
     """Adopted guards, in option order; explicit before inferred, 1-literal before 2-literal."""
-    guards: list[Guard] = []
     keep = eligible_mask(table, schema, config)
+    opt = table.opt[keep].astype(np.int64)  # [n]
+    outcome = table.outcome[keep].astype(np.int64)
+    feats = table.features[keep].astype(np.int64)  # [n, F]
+    succ = (outcome == SUCCESS).astype(np.int64)
+    num_o = len(schema.options)
     sizes = [len(f.values) for f in schema.read_set]
+    num_f = len(sizes)
+    explicit = np.bincount(opt * NUM_OUTCOMES + outcome, minlength=num_o * NUM_OUTCOMES).reshape(num_o, -1)
+    # Literal counts[o, value..., success]. With small read sets one bincount of the joint table
+    # serves every 1- and 2-literal conjunction (marginals); otherwise one bincount per shape.
+    if num_o * math.prod(sizes) * 2 <= _JOINT_LIMIT:
+        code = np.zeros(len(opt), np.int64)
+        for f, v in enumerate(sizes):
+            code = code * v + feats[:, f]
+        joint = np.bincount((opt * math.prod(sizes) + code) * 2 + succ,
+                            minlength=num_o * math.prod(sizes) * 2).reshape(num_o, *sizes, 2)
+
+        def counts(*fs):
+            return joint.sum(axis=tuple(1 + f for f in range(num_f) if f not in fs))
+    else:
+        def counts(*fs):
+            key, shape = opt, [num_o]
+            for f in fs:
+                key, shape = key * sizes[f] + feats[:, f], shape + [sizes[f]]
+            return np.bincount(key * 2 + succ, minlength=math.prod(shape) * 2).reshape(*shape, 2)
+
+    singles = [counts(f) for f in range(num_f)]
+    pairs = {}
+    if config.max_literals >= 2:
+        pairs = {(f1, f2): counts(f1, f2) for f1 in range(num_f) for f2 in range(f1 + 1, num_f)}
+
+    def pure(counts):  # [..., 2] (failures, successes) -> adopted cells
+        return (counts[..., 0] >= config.min_support) & (counts[..., 1] == 0)
+
+    guards: list[Guard] = []
     for o, spec in enumerate(schema.options):
-        rows = keep & (table.opt == o)
-        outcome = table.outcome[rows]
         for reason in Reason:
-            count = int(np.sum(outcome == EXPLICIT_BASE + reason))
+            count = int(explicit[o, EXPLICIT_BASE + reason])
             if count >= config.min_explicit:
                 guards.append(Guard(spec.name, "explicit", {REASON_KEY: reason.name}, count))
-        feats = table.features[rows].astype(np.int64)  # [n, F]
-        succ = outcome == SUCCESS
         adopted_single: set[tuple[int, int]] = set()
-        for f, size in enumerate(sizes):
-            n_fail = np.bincount(feats[~succ, f], minlength=size)
-            n_succ = np.bincount(feats[succ, f], minlength=size)
-            for v in np.nonzero((n_fail >= config.min_support) & (n_succ == 0))[0]:
+        for f, counts in enumerate(singles):
+            for v in np.nonzero(pure(counts[o]))[0]:
                 adopted_single.add((f, int(v)))
                 guards.append(Guard(spec.name, "inferred",
-                                    {schema.read_set[f].name: schema.read_set[f].values[v]}, int(n_fail[v])))
-        if config.max_literals < 2:
-            continue
-        for f1 in range(len(sizes)):
-            for f2 in range(f1 + 1, len(sizes)):
-                key = feats[:, f1] * sizes[f2] + feats[:, f2]
-                n_fail = np.bincount(key[~succ], minlength=sizes[f1] * sizes[f2])
-                n_succ = np.bincount(key[succ], minlength=sizes[f1] * sizes[f2])
-                for k in np.nonzero((n_fail >= config.min_support) & (n_succ == 0))[0]:
-                    v1, v2 = divmod(int(k), sizes[f2])
-                    if (f1, v1) in adopted_single or (f2, v2) in adopted_single:
-                        continue
-                    when = {schema.read_set[f1].name: schema.read_set[f1].values[v1],
-                            schema.read_set[f2].name: schema.read_set[f2].values[v2]}
-                    guards.append(Guard(spec.name, "inferred", when, int(n_fail[k])))
+                                    {schema.read_set[f].name: schema.read_set[f].values[v]}, int(counts[o, v, 0])))
+        for (f1, f2), counts in pairs.items():
+            for v1, v2 in zip(*np.nonzero(pure(counts[o]))):
+                if (f1, int(v1)) in adopted_single or (f2, int(v2)) in adopted_single:
+                    continue
+                when = {schema.read_set[f1].name: schema.read_set[f1].values[v1],
+                        schema.read_set[f2].name: schema.read_set[f2].values[v2]}
+                guards.append(Guard(spec.name, "inferred", when, int(counts[o, v1, v2, 0])))
     return guards
 
 

@@ -171,11 +171,16 @@ def random_log(rng, schema, n):
 
 
 @pytest.mark.parametrize("seed", range(5))
-def test_certificate_on_synthetic_logs(seed):
+def test_certificate_on_synthetic_logs(seed, monkeypatch):
+    from omjax.options import synthesis
+
     schema = toy_schema()
     rng = np.random.default_rng(seed)
     table = random_log(rng, schema, 3000)
     guards = synthesize(table, schema)
+    # The joint-table and per-shape counting paths agree.
+    monkeypatch.setattr(synthesis, "_JOINT_LIMIT", 0)
+    assert synthesize(table, schema) == guards
     assert guards, "the synthetic log is built so that some guards exist"
     assert certificate_violations(guards, table, schema) == 0
     # Every inferred guard covers >= 5 eligible failures and is not subsumed by an adopted literal.
