@@ -347,6 +347,7 @@ def init_cache(cfg: Config, batch: int, max_len: int, dtype=jnp.float32) -> dict
 
 
 def _norm(x, w, eps):
+    """Gemma 4's RMSNorm: the stored weight scales directly (Gemma 2/3 and Qwen3.5 use 1 + w)."""
     return base.rms_norm(x, w, eps)
 
 

@@ -325,8 +325,6 @@ def gated_delta_chunked(q, k, v, g, beta, state, chunk_size):
     return out[:, :T], state
 
 
-
-
 # ----------------------------------------------------------------------------- layers
 
 

@@ -1,0 +1,162 @@
+"""The shipped SmolLM2-135M-Instruct GGUF: weights, logits and greedy text against transformers.
+
+Default tests use transformers' own GGUF reader (`load_gguf_checkpoint`: its dequantisation
+and q/k un-permutation) feeding transformers' `LlamaForCausalLM`; the slow test goes through
+`AutoModelForCausalLM.from_pretrained(..., gguf_file=...)` and its GGUF tokenizer end to end.
+"""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+import torch
+
+from omjax.models import inference, load, memory_estimate
+from omjax.models.loader import resolve
+
+jax.config.update("jax_default_matmul_precision", "highest")
+
+CHAT = [{"role": "system", "content": "You are a helpful assistant."},
+        {"role": "user", "content": "Name three colours of the rainbow."}]
+
+
+@pytest.fixture(scope="module")
+def ours():
+    return load("smollm2-135m", dtype=jnp.float32)
+
+
+@pytest.fixture(scope="module")
+def reference(ours):
+    """transformers' dequantised GGUF tensors loaded into transformers' Llama model."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+    from transformers.modeling_gguf_pytorch_utils import load_gguf_checkpoint
+
+    path = resolve("smollm2-135m")
+    meta = load_gguf_checkpoint(str(path))["config"]
+    tcfg = LlamaConfig(**{k: v for k, v in meta.items() if k != "model_type"})
+    with torch.device("meta"):
+        skeleton = LlamaForCausalLM(tcfg)
+    tensors = load_gguf_checkpoint(str(path), return_tensors=True, model_to_load=skeleton)["tensors"]
+    tm = LlamaForCausalLM(tcfg)
+    missing, unexpected = tm.load_state_dict(tensors, strict=False)
+    assert not unexpected and set(missing) <= {"lm_head.weight"}
+    tm.tie_weights()
+    return tm.eval(), tensors, meta
+
+
+def test_config_and_every_tensor_match_transformers(ours, reference):
+    _, tensors, meta = reference
+    cfg = ours.config
+    assert (cfg.num_layers, cfg.hidden_size, cfg.num_heads, cfg.num_kv_heads, cfg.vocab_size) == (
+        meta["num_hidden_layers"], meta["hidden_size"], meta["num_attention_heads"],
+        meta["num_key_value_heads"], meta["vocab_size"])
+    assert cfg.tie_embeddings and cfg.rope_theta == meta["rope_theta"]
+    p = ours.params
+    np.testing.assert_array_equal(np.asarray(p["embed"]), tensors["model.embed_tokens.weight"].numpy())
+    names = {"q": "self_attn.q_proj", "k": "self_attn.k_proj", "v": "self_attn.v_proj",
+             "o": "self_attn.o_proj", "gate": "mlp.gate_proj", "up": "mlp.up_proj",
+             "down": "mlp.down_proj"}
+    for i, layer in enumerate(p["layers"]):
+        for ours_name, hf_name in names.items():
+            ref = tensors[f"model.layers.{i}.{hf_name}.weight"].numpy().T
+            np.testing.assert_array_equal(np.asarray(layer[ours_name]), ref, err_msg=f"{i}.{hf_name}")
+
+
+def test_logits_and_greedy_tokens_match_transformers(ours, reference):
+    tm, _, _ = reference
+    tok = ours.tokenizer
+    short = [{"role": "user", "content": "Hi!"}]
+    prompts = [inference.encode(tok, tok.apply_chat_template(c, add_generation_prompt=True, tokenize=False))
+               for c in (CHAT, short)]
+    tokens, mask = inference.left_pad(prompts)
+    ours_logits = np.asarray(ours.logits(tokens, mask))
+    with torch.no_grad():
+        ref = tm(input_ids=torch.tensor(tokens, dtype=torch.long),
+                 attention_mask=torch.tensor(mask, dtype=torch.long)).logits.numpy()
+    real = mask.astype(bool)
+    assert np.abs(ours_logits[real] - ref[real]).max() < 1e-3
+
+    n = 20
+    got = inference.generate(ours.family, ours.params, ours.config, prompts[:1], max_new_tokens=n,
+                             eos_ids=[tok.eos_token_id])[0]
+    with torch.no_grad():
+        want = tm.generate(torch.tensor([prompts[0]]), max_new_tokens=n, do_sample=False,
+                           eos_token_id=tok.eos_token_id, pad_token_id=tok.eos_token_id)
+    want = want[0, len(prompts[0]):].tolist()
+    assert got == want
+    assert len(got) == n and tok.decode(got).strip()
+
+
+def test_menu_scoring_with_shared_prefix_is_one_consistent_distribution(ours):
+    tok = ours.tokenizer
+    letters = "ABCD"
+    policy = inference.MenuPolicy(ours, letters=letters)
+    assert len(set(np.asarray(policy.letter_ids).tolist())) == len(letters)
+    system = {"role": "system", "content": "Pick one option. Reply 'choice: <letter>'."}
+    menus = ["A) eat apple\nB) clean dirt\nC) go to the river", "A) go to the grass\nB) eat apple",
+             "A) clean dirt\nB) wait\nC) eat apple\nD) go to the river"]
+    prompts = [inference.encode(tok, inference.render_decision_prompt(
+        tok, [system, {"role": "user", "content": f"Action menu:\n{m}"}])) for m in menus]
+    allowed = np.array([[1, 1, 1, 0], [1, 1, 0, 0], [1, 1, 1, 1]], bool)
+    shared = 0
+    while all(p[shared] == prompts[0][shared] for p in prompts):
+        shared += 1
+
+    # Reference: one full forward per prompt, no cache.
+    tokens, mask = inference.left_pad(prompts)
+    full = inference.choice_logprobs(ours.family, ours.params, ours.config, jnp.asarray(tokens),
+                                     jnp.asarray(mask), policy.letter_ids, jnp.asarray(allowed))
+    vocab = inference.choice_logprobs(ours.family, ours.params, ours.config, jnp.asarray(tokens),
+                                      jnp.asarray(mask), policy.letter_ids, jnp.asarray(allowed),
+                                      mode="vocab")
+    full, vocab = np.asarray(full), np.asarray(vocab)
+    np.testing.assert_allclose(np.exp(full).sum(-1), 1.0, atol=1e-5)
+    assert (full[~allowed] == inference.NEG).all()
+    # "menu" is "vocab" renormalised over the allowed letters.
+    renorm = vocab - np.log(np.where(allowed, np.exp(vocab), 0).sum(-1, keepdims=True))
+    np.testing.assert_allclose(full[allowed], renorm[allowed], atol=1e-4)
+
+    # Prefix prefilled once, two agents (no adapters) -> same log-probs, choices allowed.
+    pc = policy.prefill(prompts[0][:shared], n_agents=2)
+    suffixes = [[p[shared:] for p in prompts]] * 2
+    choice, lp = policy.decide(jax.random.PRNGKey(0), suffixes, np.stack([allowed] * 2),
+                               prefix_cache=pc, temperature=1.0)
+    assert choice.shape == (2, 3) and lp.shape == (2, 3, 4)
+    np.testing.assert_allclose(lp[0][allowed], full[allowed], atol=1e-4)
+    assert allowed[np.arange(3), choice[0]].all() and allowed[np.arange(3), choice[1]].all()
+    greedy, _ = policy.decide(jax.random.PRNGKey(0), suffixes, np.stack([allowed] * 2),
+                              prefix_cache=pc, temperature=0.0)
+    np.testing.assert_array_equal(greedy[0], np.argmax(np.where(allowed, full, -np.inf), -1))
+
+
+def test_memory_estimate_arithmetic(ours):
+    cfg = ours.config
+    est = memory_estimate(cfg, n_agents=2, lora_rank=16, batch=4, seq=512)
+    assert est["base_params"] == sum(int(np.prod(x.shape)) for x in jax.tree.leaves(ours.params))
+    # LoRA parameters: rank * (d_in + d_out) over all 7 projections of all layers.
+    d, f, kv = cfg.hidden_size, cfg.intermediate_size, cfg.num_kv_heads * cfg.head_dim
+    per_layer = 16 * ((d + d) * 2 + (d + kv) * 2 + (d + f) * 3)
+    assert est["lora_params_per_agent"] == per_layer * cfg.num_layers
+    assert est["lora"] == 2 * per_layer * cfg.num_layers * 16
+    no_remat = memory_estimate(cfg, 2, 16, 4, 512, remat=False)
+    assert no_remat["activations"] > est["activations"]
+    assert est["total"] == sum(est[k] for k in ("base", "lora", "activations", "logits", "kv_cache"))
+    with pytest.raises(ValueError, match="n_agents"):
+        memory_estimate(cfg, 0, 16, 4, 512)
+
+
+@pytest.mark.slow
+def test_end_to_end_against_transformers_gguf_loader(ours):
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    path = resolve("smollm2-135m")
+    tm = AutoModelForCausalLM.from_pretrained(str(path.parent), gguf_file=path.name,
+                                              dtype=torch.float32).eval()
+    ttok = AutoTokenizer.from_pretrained(str(path.parent), gguf_file=path.name)
+    text = ours.tokenizer.apply_chat_template(CHAT, add_generation_prompt=True, tokenize=False)
+    assert text == ttok.apply_chat_template(CHAT, add_generation_prompt=True, tokenize=False)
+    ids = inference.encode(ours.tokenizer, text)
+    assert ids == inference.encode(ttok, text)
+    with torch.no_grad():
+        ref = tm(torch.tensor([ids])).logits.numpy()
+    assert np.abs(np.asarray(ours.logits(np.array([ids]))) - ref).max() < 1e-3
