@@ -135,16 +135,19 @@ def _dirt_in_beam(ctx: mp.Ctx, state: SymbolicState, agent: int) -> bool:
     return False
 
 
-def read_features(ctx: mp.Ctx, state: SymbolicState, agent: int, cls: str | None, tgt,
-                  view: dict) -> dict[str, str]:
-    is_dirt = cls == "dirt"
+def agent_features(ctx: mp.Ctx, state: SymbolicState, agent: int, view: dict) -> dict[str, str]:
     return {
         "region": _region(ctx, state, agent),
-        "tgt_dist": mp.dist_bucket(state, agent, tgt),
-        "tgt_in_beam": ("yes" if _aimed(ctx, state, agent, tgt) else "no") if is_dirt else "none",
         "dirt_in_beam": "yes" if _dirt_in_beam(ctx, state, agent) else "no",
         "apples_visible": "yes" if view["apple"] else "no",
         "dirt_visible": "yes" if view["dirt"] else "no",
+    }
+
+
+def target_features(ctx: mp.Ctx, state: SymbolicState, agent: int, cls: str | None, tgt) -> dict[str, str]:
+    return {
+        "tgt_dist": mp.dist_bucket(state, agent, tgt),
+        "tgt_in_beam": ("yes" if _aimed(ctx, state, agent, tgt) else "no") if cls == "dirt" else "none",
     }
 
 
@@ -173,7 +176,8 @@ def _library(name: str, options) -> mp.MPLibrary:
     schema = Schema(game="cleanup", options=tuple(spec for spec, _ in options), read_set=_READ,
                     effect_features=_EFFECT, transient=(PARTNER_ADJACENT,))
     return mp.MPLibrary(name=f"cleanup/{name}", schema=schema, options=tuple(k for _, k in options),
-                        read_features=read_features, effect_features=effect_features,
+                        agent_features=agent_features, target_features=target_features,
+                        effect_features=effect_features,
                         transient_features=transient_features)
 
 

@@ -114,19 +114,20 @@ def _in_patch(ctx: mp.Ctx, state: SymbolicState, agent: int, tgt) -> str:
     return "yes" if mp.at(state, agent, ctx.layout.patch_id == _patch(ctx, tgt)) else "no"
 
 
-def read_features(ctx: mp.Ctx, state: SymbolicState, agent: int, cls: str | None, tgt,
-                  view: dict) -> dict[str, str]:
+def agent_features(ctx: mp.Ctx, state: SymbolicState, agent: int, view: dict) -> dict[str, str]:
+    return {"region": _region(ctx, state, agent), "apples_visible": "yes" if view["apple"] else "no"}
+
+
+def target_features(ctx: mp.Ctx, state: SymbolicState, agent: int, cls: str | None, tgt) -> dict[str, str]:
     if cls == "patch":
         n = int(state.patch_apples[_patch(ctx, tgt)])
         apples = "0" if n == 0 else "1" if n == 1 else "2-4" if n <= 4 else "5+"
     else:
         apples = "none"
     return {
-        "region": _region(ctx, state, agent),
         "tgt_dist": mp.dist_bucket(state, agent, tgt),
         "tgt_patch_apples": apples,
         "in_tgt_patch": _in_patch(ctx, state, agent, tgt) if cls == "patch" else "none",
-        "apples_visible": "yes" if view["apple"] else "no",
     }
 
 
@@ -153,7 +154,8 @@ def library(variant: str) -> mp.MPLibrary:
     schema = Schema(game="harvest", options=tuple(spec for spec, _ in options), read_set=_READ,
                     effect_features=_EFFECT, transient=(PARTNER_ADJACENT,))
     return mp.MPLibrary(name=f"harvest/{variant}", schema=schema, options=tuple(k for _, k in options),
-                        read_features=read_features, effect_features=effect_features,
+                        agent_features=agent_features, target_features=target_features,
+                        effect_features=effect_features,
                         transient_features=transient_features)
 
 

@@ -7,10 +7,10 @@ kinds mean on the real engine's `SymbolicState`:
 * instantiation: one instance per target of the class -- `apple` and `dirt`: every apple / dirt
   cell inside the agent's view window (`omjax.envs.meltingpot.text.view_mask`); `patch`: every
   Harvest patch (its anchor cell); target-less options: one instance.
-* raw executor (`act`, closed loop: re-planned on every step): BFS over the walkable map with the
-  other alive avatars as obstacles (falling back to the bare map when they wall the agent in),
-  moves expressed relative to the facing (avatars strafe, so walking never needs a turn), then
-  turns, then the option's final primitive. Kinds:
+* raw executor (`act`, closed loop: re-planned on every step): shortest walking distances on the
+  walkable map (an all-pairs table built once per substrate), a step to a nearer cell that no other avatar occupies (else a
+  sidestep, else a wait), moves expressed relative to the facing (avatars strafe, so walking
+  never needs a turn), then turns, then the option's final primitive. Kinds:
     eat        walk onto the target apple (entering a cell with an apple eats it)
     clean      walk to a firing pose (the target inside the cleaning beam's footprint with a clear
                lane), turn to face, FIRE_CLEAN once
@@ -55,6 +55,7 @@ INF = np.iinfo(np.int32).max
 # Cleaning beam of clean_up's Cleaner (beamLength 3, beamRadius 1): the centre lane covers 1..3
 # cells ahead, the two side lanes start beside the avatar and cover 0..2 cells ahead.
 BEAM_LENGTH = 3
+CACHE_SIZE = 4096  # memoised firing-pose grids kept before the cache is dropped
 _HEAD = tuple((int(d[0]), int(d[1])) for d in HEADING)
 
 
@@ -68,6 +69,7 @@ class Ctx:
     episode_length: int
     regions: dict[str, np.ndarray]  # goal regions of `goto` options without a target, bool [H, W]
     component: np.ndarray  # int32 [H, W] connected component of each walkable cell (-1: wall)
+    dist: np.ndarray  # int32 [H, W, H, W] static walking distance between any two cells
 
     @property
     def noop(self) -> int:
@@ -90,8 +92,9 @@ class MPOption:
 class MPLibrary:
     """A Melting Pot option library: schema + executor kinds + feature functions.
 
-    `read_features(ctx, state, agent, target_class, target, view)` -> read-set values at
-    initiation (`view` is `targets(ctx, state, agent)`, computed once per decision);
+    The read set (values at initiation) comes in two parts, so a menu of many targets computes
+    the target-independent part once: `agent_features(ctx, state, agent, view)` (`view` is
+    `targets(ctx, state, agent)`) and `target_features(ctx, state, agent, target_class, target)`;
     `effect_features(ctx, state, ex, target_class)` -> effect-feature values (pre or post);
     `transient_features(ctx, state, agent)` -> dict of logged-only values.
     """
@@ -99,7 +102,8 @@ class MPLibrary:
     name: str
     schema: Schema
     options: tuple[MPOption, ...]
-    read_features: Callable
+    agent_features: Callable
+    target_features: Callable
     effect_features: Callable
     transient_features: Callable
 
@@ -115,45 +119,18 @@ class MPLibrary:
 
 
 def make_ctx(env: MeltingPotEnv, regions: dict[str, np.ndarray]) -> Ctx:
+    dist = all_pairs_distance(env.layout.walkable)
     return Ctx(layout=env.layout, actions={n: i for i, n in enumerate(env.substrate.action_names)},
                num_agents=env.num_agents, episode_length=env.episode_length, regions=regions,
-               component=components(env.layout.walkable))
+               component=components(env.layout.walkable, dist), dist=dist)
 
 
-def components(walkable: np.ndarray) -> np.ndarray:
-    """int32 [H, W]: 4-connected component label of each walkable cell, -1 elsewhere."""
-    label = np.full(walkable.shape, -1, np.int32)
-    k = 0
-    for y, x in np.argwhere(walkable):
-        if label[y, x] < 0:
-            seed = np.zeros(walkable.shape, bool)
-            seed[y, x] = True
-            label[distance_to(walkable, seed) < INF] = k
-            k += 1
-    return label
-
-
-# ---------------------------------------------------------------------- geometry and planning
-def distance_to(passable: np.ndarray, goal: np.ndarray) -> np.ndarray:
-    """int32 [H, W]: 4-connected steps from each cell to the nearest goal cell through passable
-    cells (goal cells count as reachable whether or not they are passable); INF if none."""
-    h, w = passable.shape
-    dist = np.full((h, w), INF, np.int32)
-    frontier = goal.copy()
-    dist[frontier] = 0
-    seen = frontier.copy()
-    d = 0
-    while frontier.any():
-        d += 1
-        grow = np.zeros_like(frontier)
-        grow[1:, :] |= frontier[:-1, :]
-        grow[:-1, :] |= frontier[1:, :]
-        grow[:, 1:] |= frontier[:, :-1]
-        grow[:, :-1] |= frontier[:, 1:]
-        frontier = grow & passable & ~seen
-        dist[frontier] = d
-        seen |= frontier
-    return dist
+def components(walkable: np.ndarray, dist: np.ndarray) -> np.ndarray:
+    """int32 [H, W]: component label (its smallest cell index) of each walkable cell, -1 elsewhere."""
+    h, w = walkable.shape
+    reach = dist.reshape(h * w, h * w) < INF
+    label = np.where(walkable.ravel(), np.argmax(reach, axis=1), -1)
+    return label.reshape(h, w).astype(np.int32)
 
 
 def relative_move(ctx: Ctx, ori: int, step) -> int:
@@ -202,45 +179,102 @@ def in_beam(layout: Layout, dirt: np.ndarray, pos, ori: int, target) -> bool:
     return False
 
 
+_POSE_CACHE: dict[tuple, np.ndarray] = {}
+
+
 def firing_poses(layout: Layout, dirt: np.ndarray, target) -> np.ndarray:
-    """bool [4, H, W]: (orientation, cell) poses whose beam reaches `target`."""
-    h, w = layout.shape
-    poses = np.zeros((4, h, w), bool)
-    tx, ty = int(target[0]), int(target[1])
-    for ori in range(4):
-        (hx, hy), (rx, ry) = _HEAD[ori], _HEAD[(ori + 1) % 4]
-        cands = [(tx - k * hx, ty - k * hy) for k in range(1, BEAM_LENGTH + 1)]
-        cands += [(tx - s * rx - k * hx, ty - s * ry - k * hy) for s in (-1, 1) for k in range(BEAM_LENGTH)]
-        for x, y in cands:
-            if _inside(layout, x, y) and layout.walkable[y, x] and in_beam(layout, dirt, (x, y), ori, target):
-                poses[ori, y, x] = True
+    """bool [4, H, W]: (orientation, cell) poses whose beam reaches `target` (memoised on the
+    dirt grid, which changes a few times per episode step at most; treat the result as read-only)."""
+    key = (layout.walkable.tobytes(), dirt.tobytes(), int(target[0]), int(target[1]))
+    poses = _POSE_CACHE.get(key)
+    if poses is None:
+        if len(_POSE_CACHE) >= CACHE_SIZE:
+            _POSE_CACHE.clear()
+        poses = _POSE_CACHE[key] = _firing_poses(layout, dirt, target)
     return poses
 
 
-def _others(state: SymbolicState, agent: int) -> np.ndarray:
-    mask = np.zeros(state.apples.shape, bool)
-    others = [a for a in np.nonzero(state.alive)[0] if a != agent]
-    mask[state.pos[others, 1], state.pos[others, 0]] = True
-    return mask
+def _pose_candidates(target):
+    """(orientation, x, y) of every pose whose beam footprint contains `target`."""
+    tx, ty = int(target[0]), int(target[1])
+    for ori in range(4):
+        (hx, hy), (rx, ry) = _HEAD[ori], _HEAD[(ori + 1) % 4]
+        for k in range(1, BEAM_LENGTH + 1):
+            yield ori, tx - k * hx, ty - k * hy
+        for s in (-1, 1):
+            for k in range(BEAM_LENGTH):
+                yield ori, tx - s * rx - k * hx, ty - s * ry - k * hy
+
+
+def _firing_poses(layout: Layout, dirt: np.ndarray, target) -> np.ndarray:
+    h, w = layout.shape
+    poses = np.zeros((4, h, w), bool)
+    for ori, x, y in _pose_candidates(target):
+        if _inside(layout, x, y) and layout.walkable[y, x] and in_beam(layout, dirt, (x, y), ori, target):
+            poses[ori, y, x] = True
+    return poses
+
+
+def has_firing_pose(layout: Layout, dirt: np.ndarray, target, allowed: np.ndarray) -> bool:
+    """Whether some firing pose for `target` stands on an `allowed` cell (stops at the first)."""
+    for ori, x, y in _pose_candidates(target):
+        if _inside(layout, x, y) and allowed[y, x] and layout.walkable[y, x] \
+                and in_beam(layout, dirt, (x, y), ori, target):
+            return True
+    return False
+
+
+def _others(state: SymbolicState, agent: int) -> set[tuple[int, int]]:
+    """Cells held by the other alive avatars."""
+    return {(int(x), int(y)) for a, (x, y) in enumerate(state.pos) if a != agent and state.alive[a]}
+
+
+def all_pairs_distance(walkable: np.ndarray) -> np.ndarray:
+    """int32 [H, W, H, W]: walking steps between every two cells of the static map (INF across
+    walls or between components). Computed once per substrate (a BFS per cell, in C)."""
+    from scipy.sparse import coo_matrix  # noqa: PLC0415
+    from scipy.sparse.csgraph import shortest_path  # noqa: PLC0415
+
+    h, w = walkable.shape
+    idx = np.arange(h * w).reshape(h, w)
+    pairs = [(idx[:, :-1], idx[:, 1:], walkable[:, :-1] & walkable[:, 1:]),
+             (idx[:-1, :], idx[1:, :], walkable[:-1, :] & walkable[1:, :])]
+    src = np.concatenate([a[m] for a, _, m in pairs])
+    dst = np.concatenate([b[m] for _, b, m in pairs])
+    graph = coo_matrix((np.ones(len(src)), (src, dst)), shape=(h * w, h * w)).tocsr()
+    dist = shortest_path(graph, method="D", directed=False, unweighted=True)
+    dist = np.where(np.isfinite(dist), dist, INF).astype(np.int64).clip(max=INF).astype(np.int32)
+    return dist.reshape(h, w, h, w)
 
 
 def walk_action(ctx: Ctx, state: SymbolicState, agent: int, goal: np.ndarray) -> int | None:
-    """First move of a shortest walk into `goal`, or None if the agent stands in it or no route exists."""
+    """First move of a shortest walk into `goal` on the walkable map, or None if the agent
+    stands in it, no route exists, or every useful neighbour is occupied.
+
+    Distances from a cell to the goal are read off the precomputed all-pairs table, so a step
+    costs five lookups whatever the goal. Partners are avoided locally: if the next cell of every
+    shortest route holds another avatar, the agent sidesteps to a free cell no farther from the
+    goal, else it waits a step."""
     x, y = (int(v) for v in state.pos[agent])
     if goal[y, x]:
         return None
     walkable = ctx.layout.walkable
-    dist = distance_to(walkable & ~_others(state, agent), goal)
-    if dist[y, x] == INF:
-        dist = distance_to(walkable, goal)  # partners wall us in: head for the goal anyway
-        if dist[y, x] == INF:
-            return None
-    best, step = dist[y, x], None
-    for d in HEADING:  # N, E, S, W: the first shortest neighbour, so plans are deterministic
-        nx, ny = x + int(d[0]), y + int(d[1])
-        if _inside(ctx.layout, nx, ny) and dist[ny, nx] < best:
-            best, step = dist[ny, nx], d
-    return None if step is None else relative_move(ctx, int(state.ori[agent]), step)
+    here = int(ctx.dist[y, x][goal].min(initial=INF))
+    if here == INF:
+        return None
+    occupied = _others(state, agent)
+    ori = int(state.ori[agent])
+    sidestep = None
+    for dx, dy in _HEAD:  # N, E, S, W: the first shortest neighbour, so plans are deterministic
+        nx, ny = x + dx, y + dy
+        if not _inside(ctx.layout, nx, ny) or not walkable[ny, nx] or (nx, ny) in occupied:
+            continue
+        there = int(ctx.dist[ny, nx][goal].min(initial=INF))
+        if there < here:
+            return relative_move(ctx, ori, (dx, dy))
+        if there == here and sidestep is None:
+            sidestep = (dx, dy)
+    return None if sidestep is None else relative_move(ctx, ori, sidestep)
 
 
 # ---------------------------------------------------------------------- instances and features
@@ -290,11 +324,16 @@ def live_failures(lib: MPLibrary, ctx: Ctx, state: SymbolicState, agent: int, in
     if inst.target is not None and not target_present(lib, state, inst.opt, inst.target):
         live[Reason.TargetAbsent] = True
         return live
-    if lib.options[inst.opt].kind not in ("wait", "fire"):
+    kind = lib.options[inst.opt].kind
+    if kind not in ("wait", "fire"):
         # A static route exists iff some goal cell lies in the agent's walkable component.
-        goal = goal_mask(lib, ctx, state, inst.opt, inst.target)
         x, y = state.pos[agent]
-        if not np.any(goal & (ctx.component == ctx.component[y, x])):
+        mine = ctx.component == ctx.component[y, x]
+        if kind in ("clean", "approach"):
+            reachable = has_firing_pose(ctx.layout, state.dirt, inst.target, mine)
+        else:
+            reachable = bool(np.any(goal_mask(lib, ctx, state, inst.opt, inst.target) & mine))
+        if not reachable:
             live[Reason.NoPath] = True
     return live
 
@@ -326,9 +365,10 @@ def at(state: SymbolicState, agent: int, grid: np.ndarray) -> bool:
 
 
 def _read_codes(lib: MPLibrary, ctx: Ctx, state: SymbolicState, agent: int, inst: Instance,
-                view: dict) -> np.ndarray:
+                agent_values: dict) -> np.ndarray:
     cls = lib.schema.options[inst.opt].target_class
-    return _codes(lib.schema.read_set, lib.read_features(ctx, state, agent, cls, inst.target, view))
+    values = {**agent_values, **lib.target_features(ctx, state, agent, cls, inst.target)}
+    return _codes(lib.schema.read_set, values)
 
 
 def _effect_codes(lib: MPLibrary, ctx: Ctx, state: SymbolicState, ex: "Execution") -> np.ndarray:
@@ -345,7 +385,8 @@ def menu(lib: MPLibrary, ctx: Ctx, state: SymbolicState, agent: int, guards: lis
     """The lettered, guard-filtered, shuffled menu of `agent` and the instance list it indexes."""
     view = targets(ctx, state, agent)
     insts = menu_mod.instantiate(lib.schema, view)
-    feats = np.stack([_read_codes(lib, ctx, state, agent, i, view) for i in insts])
+    agent_values = lib.agent_features(ctx, state, agent, view)
+    feats = np.stack([_read_codes(lib, ctx, state, agent, i, agent_values) for i in insts])
     live = np.stack([live_failures(lib, ctx, state, agent, i) for i in insts])
     return menu_mod.assemble_menu(lib.schema, guards, insts, feats, live, rng), insts
 
@@ -372,7 +413,8 @@ def start(lib: MPLibrary, ctx: Ctx, state: SymbolicState, agent: int, inst: Inst
     live = live_failures(lib, ctx, state, agent, inst)
     failure = Reason(int(np.argmax(live))) if live.any() else None
     ex = Execution(agent=agent, inst=inst, step0=state.step,
-                   features=_read_codes(lib, ctx, state, agent, inst, targets(ctx, state, agent)),
+                   features=_read_codes(lib, ctx, state, agent, inst,
+                                        lib.agent_features(ctx, state, agent, targets(ctx, state, agent))),
                    transient=_codes(lib.schema.transient, lib.transient_features(ctx, state, agent)),
                    pre=np.zeros(len(lib.schema.effect_features), np.int8), failure=failure)
     return dataclasses.replace(ex, pre=_effect_codes(lib, ctx, state, ex))

@@ -23,16 +23,23 @@ VIEW_BACKWARD = 1
 NEAREST_SHOWN = 3
 
 
+# World-frame window of each facing, as (x0, x1, y0, y1) offsets from the avatar, inclusive.
+_WINDOW = (
+    (-VIEW_LEFT, VIEW_RIGHT, -VIEW_FORWARD, VIEW_BACKWARD),  # North
+    (-VIEW_BACKWARD, VIEW_FORWARD, -VIEW_LEFT, VIEW_RIGHT),  # East
+    (-VIEW_RIGHT, VIEW_LEFT, -VIEW_BACKWARD, VIEW_FORWARD),  # South
+    (-VIEW_FORWARD, VIEW_BACKWARD, -VIEW_RIGHT, VIEW_LEFT),  # West
+)
+
+
 def view_mask(pos, ori: int, shape: tuple[int, int]) -> np.ndarray:
     """bool [H, W]: cells inside the view window of an avatar at `pos` (x, y) facing `ori`."""
     h, w = shape
-    ys, xs = np.mgrid[0:h, 0:w]
-    dx, dy = xs - int(pos[0]), ys - int(pos[1])
-    # (forward, right) offsets in the avatar's frame, for facing N, E, S, W.
-    forward = (-dy, dx, dy, -dx)[int(ori)]
-    right = (dx, dy, -dx, -dy)[int(ori)]
-    return ((forward >= -VIEW_BACKWARD) & (forward <= VIEW_FORWARD)
-            & (right >= -VIEW_LEFT) & (right <= VIEW_RIGHT))
+    x, y = int(pos[0]), int(pos[1])
+    x0, x1, y0, y1 = _WINDOW[int(ori)]
+    mask = np.zeros((h, w), bool)
+    mask[max(0, y + y0):max(0, y + y1 + 1), max(0, x + x0):max(0, x + x1 + 1)] = True
+    return mask
 
 
 def visible_cells(mask: np.ndarray, state: SymbolicState, agent: int) -> list[tuple[int, int]]:
