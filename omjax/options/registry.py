@@ -43,7 +43,8 @@ class GameLibrary(Protocol):
         """Stage 2: uniform random over the instantiated, guardless menu; one record per
         completed execution. Solo episodes have one acting agent (episode index modulo the
         number of agents, the others stand still); team episodes have every agent acting.
-        Episode indices `ep` run over solo episodes first, then team episodes."""
+        Episode indices `ep` run over solo episodes first, then team episodes. A game with
+        solo-only options (no private effect part) must fill the `contested` column."""
         ...
 
     def start_menu(self, variant: str, seed: int, agent: int, guards: list[Guard]) -> list[MenuItem]:
