@@ -258,10 +258,14 @@ def test_option_step_rollout_delivers_a_soup(lib):
     assert int(state.held[1]) == Item.NONE and int(state.pot_tick[0]) == -1
 
 
-def test_cli_menu_and_guards(tmp_path, monkeypatch, capsys, aa_table):
+def test_cli_menu_and_guards(tmp_path, monkeypatch, capsys, request, aa_table):
     from omjax.options import cli
 
     monkeypatch.setenv("OMJAX_JAX_CACHE", str(tmp_path / "jax_cache"))
+    # The CLI turns on JAX's persistent compilation cache; put the process-wide setting back after.
+    saved = {n: getattr(jax.config, n)
+             for n in ("jax_compilation_cache_dir", "jax_persistent_cache_min_compile_time_secs")}
+    request.addfinalizer(lambda: [jax.config.update(n, v) for n, v in saved.items()])
     assert cli.main(["menu", "--game", "overcooked", "--layout", AA, "--seed", "3", "--agent", "1"]) == 0
     out = capsys.readouterr().out
     assert "pick up onion from dispenser @ (0, 1)" in out and "(5, 1)" not in out
