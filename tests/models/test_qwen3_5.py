@@ -161,7 +161,11 @@ def test_decode_steps_match_full_forward(tiny):
     logits, cache = _forward(model.params, cfg, jnp.asarray(tokens[:, :prefill]),
                              attention_mask=jnp.asarray(mask[:, :prefill]), cache=cache)
     steps = [logits]
-    for s in range(prefill, tokens.shape[1]):  # one-token steps take the recurrent path
+    # A 2-token chunk continues the chunked form from the cached states; one-token steps then
+    # take the recurrent path.
+    logits, cache = _forward(model.params, cfg, jnp.asarray(tokens[:, prefill:prefill + 2]), cache=cache)
+    steps.append(logits)
+    for s in range(prefill + 2, tokens.shape[1]):
         logits, cache = _forward(model.params, cfg, jnp.asarray(tokens[:, s:s + 1]), cache=cache)
         steps.append(logits)
     assert int(cache["index"]) == tokens.shape[1]
