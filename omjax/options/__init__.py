@@ -22,7 +22,8 @@ Game-agnostic core
   shuffled per decision from `episode_rng(seed, agent)`; `render_menu(items)`.
   JAX: `GuardTable.from_guards(schema, guards)` (literal tables, a pytree) and
   `hidden_mask_jax(table, inst_opt [I], feats [..., I, F], live [..., I, R]) -> bool [..., I]`,
-  `letter_ranks_jax(key, visible [..., I]) -> int32 [..., I]` (-1 = hidden).
+  `letter_ranks_jax(key, visible [..., I]) -> int32 [..., I]` (-1 = hidden), and on the host
+  `items_from_ranks(schema, instances, ranks [I]) -> list[MenuItem]`.
 * `diagnostics`: `diagnose(table, schema)` lists options with 100 % explicit failure, options
   that never succeed or never ran, and successes with an empty delta.
 * `registry`: `GAMES` (overcooked -> `omjax.options.overcooked`, cleanup ->
@@ -56,8 +57,10 @@ A rollout (one env; `jax.vmap` every call for `[E]` envs):
     state, ex = initial_state(lib.layout), lib.init_exec()
     for t in range(horizon):
         need = ex.inst < 0                                   # bool [A]: agents at a decision point
-        hidden = lib.hidden_mask(table, state)               # bool [A, I] (jittable)
+        hidden = lib.hidden_mask(table, state)               # bool [A, I] (jittable;
+                                                             # hidden_mask_batch: [E, A, I])
         letters = letter_ranks_jax(key_t, ~hidden)           # int32 [A, I], -1 = not shown
+        # prompt text: items_from_ranks(SCHEMA, lib.instances, letters[a]) per deciding agent a
         choice = ...policy picks a visible instance per agent...      # int32 [A]
         state, ex, rec, reward = lib.option_step(state, ex, choice, active)
         # rec.valid [A]: an execution finished this step, rec.outcome its success/failure code

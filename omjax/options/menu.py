@@ -13,7 +13,8 @@ instance only when its reason fails live; an inferred guard hides it when all it
 
 JAX path (a batch, one jitted call): `GuardTable.from_guards(schema, guards)` compiles the guards to
 literal tables (a pytree, so it may be a traced argument) and `hidden_mask_jax(table, inst_opt, feats, live)` evaluates every guard for
-`[..., I]` (e.g. `[envs, agents, instances]`). Letters: `letter_ranks_jax(key, visible)`.
+`[..., I]` (e.g. `[envs, agents, instances]`). Letters: `letter_ranks_jax(key, visible)`; back on
+the host, `items_from_ranks(schema, instances, ranks[e, a])` gives that agent's `MenuItem`s.
 """
 
 from __future__ import annotations
@@ -123,6 +124,19 @@ def assemble_menu(schema: Schema, guards: list[Guard], instances: list[Instance]
         items[k] = MenuItem(letter(k), int(idx[j]), schema.options[inst.opt].name, inst.target,
                             label(schema, inst))
     return items
+
+
+def items_from_ranks(schema: Schema, instances: list[Instance], ranks) -> list[MenuItem]:
+    """Host side of the JAX path: one agent's `letter_ranks_jax` row [I] as lettered MenuItems."""
+    ranks = np.asarray(ranks)
+    if ranks.shape != (len(instances),):
+        raise ValueError(f"ranks must be [I={len(instances)}], got {ranks.shape}")
+    shown = np.nonzero(ranks >= 0)[0]
+    shown = shown[np.argsort(ranks[shown])]
+    if not np.array_equal(ranks[shown], np.arange(len(shown))):
+        raise ValueError(f"ranks of shown instances must be 0..{len(shown) - 1}, got {sorted(ranks[shown])}")
+    return [MenuItem(letter(k), int(i), schema.options[instances[i].opt].name, instances[i].target,
+                     label(schema, instances[i])) for k, i in enumerate(shown)]
 
 
 def render_menu(items: list[MenuItem]) -> str:

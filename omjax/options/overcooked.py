@@ -337,6 +337,10 @@ class OvercookedOptions:
         live = self.live_failures(jnp, v, agent, inst).reshape(num_a, num_i, -1)
         return menu_mod.hidden_mask_jax(table, jnp.asarray(self.inst_opt), feats, live)
 
+    def hidden_mask_batch(self, table: menu_mod.GuardTable, states: State):
+        """bool [E, A, I] for a batch of states with a leading env axis (jit this)."""
+        return jax.vmap(self.hidden_mask, in_axes=(None, 0))(table, states)
+
     # ------------------------------------------------------------------ Python menu
     def menu(self, state, agent: int, guards: list[Guard], rng: np.random.Generator) -> list[menu_mod.MenuItem]:
         """The lettered menu `agent` sees in `state` (guards evaluated by the Python evaluator)."""

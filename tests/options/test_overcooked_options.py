@@ -197,7 +197,7 @@ def test_jax_menu_mask_equals_python_on_random_states(layout, n):
     guards = shipped(layout)
     table = menu_mod.GuardTable.from_guards(oc.SCHEMA, guards)
     states = random_states(lib, np.random.default_rng(1), n)
-    hidden = np.asarray(jax.jit(jax.vmap(lib.hidden_mask, in_axes=(None, 0)))(table, states))  # [E, A, I]
+    hidden = np.asarray(jax.jit(lib.hidden_mask_batch)(table, states))  # [E, A, I]
     assert hidden.shape == (n, lib.num_agents, lib.num_instances)
     host = jax.tree.map(np.asarray, states)
     inst = np.arange(lib.num_instances)
@@ -210,6 +210,13 @@ def test_jax_menu_mask_equals_python_on_random_states(layout, n):
                                         lib.live_failures(np, v, agents, inst))
             np.testing.assert_array_equal(hidden[e, a], want)
     assert 0.2 < hidden.mean() < 0.95
+    # Letters on the JAX path, read back as MenuItems, show exactly the visible instances.
+    ranks = np.asarray(menu_mod.letter_ranks_jax(jax.random.PRNGKey(0), jnp.asarray(~hidden[:50])))
+    for e in range(50):
+        for a in range(lib.num_agents):
+            items = menu_mod.items_from_ranks(oc.SCHEMA, lib.instances, ranks[e, a])
+            assert sorted(it.index for it in items) == list(np.nonzero(~hidden[e, a])[0])
+            assert [it.letter for it in items] == [menu_mod.letter(k) for k in range(len(items))]
 
 
 def test_explicit_failures_in_burnin(aa_table):
