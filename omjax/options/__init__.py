@@ -11,7 +11,8 @@ Game-agnostic core
   `effect_holds` (Python) and `compile_effects` + `effect_holds_jax` (jittable) evaluate effects
   on effect-feature code vectors taken before and after the executor's last step.
 * `records`: `RecordTable`, the columnar burn-in log (one row per completed execution:
-  ep, step, aid, opt, target, features [F], transient [G], outcome, solo, changed), with
+  ep, step, aid, opt, target, features [F], transient [G], outcome, solo, changed, contested),
+  with
   `write_records_jsonl` / `read_records_jsonl` in the paper's record format and npz save/load.
 * `synthesis`: `synthesize(table, schema, SynthesisConfig(min_explicit=5, min_support=5,
   max_literals=2)) -> list[Guard]`; `Guard(opt, channel, when, support)`;
@@ -25,7 +26,8 @@ Game-agnostic core
   `letter_ranks_jax(key, visible [..., I]) -> int32 [..., I]` (-1 = hidden), and on the host
   `items_from_ranks(schema, instances, ranks [I]) -> list[MenuItem]`.
 * `diagnostics`: `diagnose(table, schema)` lists options with 100 % explicit failure, options
-  that never succeed or never ran, and successes with an empty delta.
+  that never succeed (at all, or in the records synthesis learns from) or never ran, and
+  successes with an empty delta.
 * `registry`: `GAMES` (overcooked -> `omjax.options.overcooked`, cleanup ->
   `omjax.options.cleanup`, harvest -> `omjax.options.harvest`, imported lazily by `load_game`),
   the `GameLibrary` protocol every game module implements at module level (`SCHEMA`,
@@ -67,7 +69,7 @@ A rollout (one env; `jax.vmap` every call for `[E]` envs):
 
 Python, for prompts: `lib.menu(state, agent, guards, episode_rng(seed, agent)) -> [MenuItem]`
 (letter, index into lib.instances, opt, target, label); `start_menu(layout, seed, agent, guards)`.
-Burn-in: `burnin(layout, solo, team, seed)` (jitted; 2,000 + 2,000 episodes in ~4-5 s warm on
-2 shared cores) and `burnin_python(layout, episodes, choices)` (the same library per env on the
+Burn-in: `burnin(layout, solo, team, seed)` (jitted; 2,000 + 2,000 episodes, 1.23 M decisions, in
+~5-6 s once compiled on 2 busy shared cores) and `burnin_python(layout, episodes, choices)` (the same library per env on the
 reference simulator; identical records for identical choices).
 """
