@@ -12,8 +12,7 @@ Game-agnostic core
   on effect-feature code vectors taken before and after the executor's last step.
 * `records`: `RecordTable`, the columnar burn-in log (one row per completed execution:
   ep, step, aid, opt, target, features [F], transient [G], outcome, solo, changed, contested),
-  with
-  `write_records_jsonl` / `read_records_jsonl` in the paper's record format and npz save/load.
+  with `write_records_jsonl` / `read_records_jsonl` in the paper's record format and npz save/load.
 * `synthesis`: `synthesize(table, schema, SynthesisConfig(min_explicit=5, min_support=5,
   max_literals=2)) -> list[Guard]`; `Guard(opt, channel, when, support)`;
   `certificate_violations` (must be 0); `write_guards` / `read_guards` (jsonl guard files).
