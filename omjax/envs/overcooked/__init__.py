@@ -31,11 +31,12 @@ from omjax.envs.overcooked.items import (
     soup_onions,
     soup_tomatoes,
 )
+from omjax.envs.overcooked.render import render_ascii, render_rgb, render_text
 from omjax.envs.overcooked.layout import MAX_INGREDIENTS, Layout, Terrain, list_layouts, load_layout
 
 __all__ = [
     "Action", "DIRECTION_NAMES", "Direction", "EVENTS", "Item", "Layout", "MAX_INGREDIENTS",
     "NUM_ACTIONS", "OBS_CHANNELS", "Overcooked", "POT_IDLE", "PotPhase", "State", "Terrain",
     "initial_state", "is_soup", "item_name", "list_layouts", "load_layout", "pot_cook_time",
-    "pot_phase", "random_actions", "soup_item", "soup_onions", "soup_tomatoes", "transition",
+    "pot_phase", "random_actions", "render_ascii", "render_rgb", "render_text", "soup_item", "soup_onions", "soup_tomatoes", "transition",
 ]
