@@ -257,7 +257,7 @@ class OvercookedOptions:
         tgt = xp.asarray(self.inst_tgt)[inst]
         xy, f = v.pos[agent], v.facing[agent]
         dist = xp.asarray(self.plans.dist)[xp.maximum(tgt, 0), xy[..., 1], xy[..., 0], f]
-        return xp.where(tgt >= 0, dist + self.patience, self.wait_steps).astype(xp.int32)
+        return xp.where(xp.asarray(self.inst_wait)[inst], self.wait_steps, dist + self.patience).astype(xp.int32)
 
     def contested(self, xp, v: View, actions, inst):
         """bool [A]: another agent INTERACTs this step with the target of each agent's instance.
@@ -274,7 +274,7 @@ class OvercookedOptions:
         tgt = xp.asarray(self.inst_tgt)[inst]
         xy, f = v.pos[agent], v.facing[agent]
         act = xp.asarray(self.plans.next_action)[xp.maximum(tgt, 0), xy[..., 1], xy[..., 0], f]
-        is_wait = tgt < 0
+        is_wait = xp.asarray(self.inst_wait)[inst]
         act = xp.where(is_wait, int(Action.STAY), act)
         dest = xy + xp.asarray(DIR_VEC)[xp.minimum(act, 3)]  # [K, 2]
         occupied = (dest[:, None, :] == v.pos[None, :, :]).all(-1).any(-1)  # [K]
