@@ -4,11 +4,12 @@
     omjax audit patches  --eval frozen=runs/f/eval tuned=runs/t/eval  # Fig. 2 from trajectories
     omjax audit heatmap  --eval runs/x/eval [--out fig3.png]          # Fig. 3 from trajectories
     omjax audit solo     --policies cook idle --out solo.png           # §6.4 solo test + FC control
+    omjax audit solo     --checkpoint runs/x --seeds 10000-10004 --out solo.png   # trained agents
 
 `macro`, `patches` and `heatmap` read what `omjax eval` wrote (`eval.jsonl` and
-`trajectories/seed*.npz`), so an audit never re-runs a policy. `solo` plays Overcooked with
-scripted option policies (`omjax.eval.scripted`) on each layout, once with the whole team and
-once per agent alone. Each audit also writes a JSON summary next to its PNG.
+`trajectories/seed*.npz`), so an audit never re-runs a policy. `solo` plays Overcooked once with
+the whole team and once per agent alone: scripted option policies (`omjax.eval.scripted`) on each
+`--layouts` entry, or, with `--checkpoint`, a trained run on its own layout and held-out seeds. Each audit also writes a JSON summary next to its PNG.
 """
 
 from __future__ import annotations
@@ -130,6 +131,10 @@ def _parser() -> argparse.ArgumentParser:
     solo.add_argument("--policies", nargs="+", default=["cook", "cook"],
                       help=f"one scripted policy per agent, from: {', '.join(POLICIES)}")
     solo.add_argument("--horizon", type=int, default=400, help="env steps per episode (paper: 400)")
+    solo.add_argument("--checkpoint", default=None, metavar="RUN_DIR",
+                      help="audit this trained run (its layout) instead of scripted policies")
+    solo.add_argument("--which", choices=("best", "latest"), default="best")
+    solo.add_argument("--seeds", default="10000-10004", help="held-out seeds for --checkpoint (LO-HI or list)")
     solo.add_argument("--out", required=True, help="PNG path")
     return p
 
@@ -149,6 +154,27 @@ def audit_solo(layouts: list[str], policy_names: list[str], horizon: int, out: P
     return {layout: report.summary() for layout, report in reports.items()}
 
 
+def audit_solo_checkpoint(run_dir: Path, which: str, seeds: str, horizon: int, out: Path) -> dict:
+    """§6.4 on a trained run: team vs each agent alone, on its own layout and held-out seeds."""
+    from omjax.config import load_config
+    from omjax.eval.cli import load_policy, parse_seeds
+    from omjax.eval.solo import solo_test_policy
+
+    if not (run_dir / "config.yaml").is_file():
+        raise SystemExit(f"omjax audit solo: {run_dir} has no config.yaml (not a run directory)")
+    try:
+        seed_list = parse_seeds(seeds)
+    except ValueError as e:
+        raise SystemExit(f"omjax audit solo: {e}") from None
+    cfg = load_config(run_dir / "config.yaml", [f"env.horizon={horizon}"])
+    trainer, bank = load_policy(cfg, run_dir, which)
+    if trainer is None:
+        raise SystemExit(f"omjax audit solo: no {which} checkpoint in {run_dir}")
+    report = solo_test_policy(trainer, bank, seed_list)
+    plot_solo_test({cfg.env.layout: report}, out, title=f"Solo test: {run_dir.name} ({horizon} steps)")
+    return {cfg.env.layout: report.summary()}
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv and argv[0] == "audit":
@@ -165,6 +191,9 @@ def main(argv: list[str] | None = None) -> int:
         eval_dir = _eval_dir(args.eval)
         out = Path(args.out or eval_dir / "audit_heatmap.png")
         summary = audit_heatmap(eval_dir, out)
+    elif args.checkpoint:
+        out = Path(args.out)
+        summary = audit_solo_checkpoint(Path(args.checkpoint), args.which, args.seeds, args.horizon, out)
     else:
         out = Path(args.out)
         summary = audit_solo(args.layouts, args.policies, args.horizon, out)

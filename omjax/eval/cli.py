@@ -147,6 +147,35 @@ def evaluate(cfg, bank, trainer, seeds: list[int], out: Path, label: str, progre
     return [done[s] for s in seeds]
 
 
+def load_policy(cfg, checkpoint: Path | None, which: str = "best"):
+    """(trainer, adapter bank) of a run's checkpoint, or of the frozen base (zero adapters) when
+    `checkpoint` is None; (None, None) after printing why a checkpoint cannot be restored."""
+    import jax
+
+    cache = Path(os.environ.get("OMJAX_CACHE", Path.home() / ".cache" / "omjax")) / "xla"
+    jax.config.update("jax_compilation_cache_dir", str(cache))
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", 1.0)
+
+    import omjax.interfaces.overcooked  # noqa: F401  (registers the native and compound-JSON games)
+    from omjax.train.checkpoint import Checkpointer
+    from omjax.train.trainer import Trainer
+
+    trainer = Trainer(cfg, run_dir=Path(cfg.run.out_dir))
+    state = trainer.init_state()
+    if checkpoint is None:
+        return trainer, state.bank
+    ckpt = Checkpointer(checkpoint, cfg.run.keep_checkpoints)
+    try:
+        state, meta = ckpt.restore(state, which)
+    except FileNotFoundError as e:
+        print(f"omjax: {e}", file=sys.stderr)
+        return None, None
+    finally:
+        ckpt.close()
+    print(f"restored the {which} checkpoint of {checkpoint} (after round {meta.get('round')})")
+    return trainer, state.bank
+
+
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="omjax eval", description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
@@ -207,29 +236,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"omjax eval: {e}", file=sys.stderr)
         return 2
 
-    import jax
-
-    cache = Path(os.environ.get("OMJAX_CACHE", Path.home() / ".cache" / "omjax")) / "xla"
-    jax.config.update("jax_compilation_cache_dir", str(cache))
-    jax.config.update("jax_persistent_cache_min_compile_time_secs", 1.0)
-
-    import omjax.interfaces.overcooked  # noqa: F401  (registers the native and compound-JSON games)
-    from omjax.train.checkpoint import Checkpointer
-    from omjax.train.trainer import Trainer
-
-    trainer = Trainer(cfg, run_dir=out)
-    state = trainer.init_state()
-    if args.checkpoint:
-        ckpt = Checkpointer(Path(args.checkpoint), cfg.run.keep_checkpoints)
-        try:
-            state, meta = ckpt.restore(state, args.which)
-        except FileNotFoundError as e:
-            print(f"omjax eval: {e}", file=sys.stderr)
-            return 2
-        finally:
-            ckpt.close()
-        print(f"evaluating {args.which} checkpoint of {args.checkpoint} (after round {meta.get('round')})")
-    results = evaluate(cfg, state.bank, trainer, seeds, out, label, progress=not args.quiet)
+    trainer, bank = load_policy(cfg, Path(args.checkpoint) if args.checkpoint else None, args.which)
+    if trainer is None:
+        return 2
+    results = evaluate(cfg, bank, trainer, seeds, out, label, progress=not args.quiet)
     report = render_report(results + [r for r in compare if r.policy != label])
     (out / "report.md").write_text(report)
     returns = [r.team_return for r in results]
