@@ -226,7 +226,8 @@ def has_firing_pose(layout: Layout, dirt: np.ndarray, target, allowed: np.ndarra
 
 def _others(state: SymbolicState, agent: int) -> set[tuple[int, int]]:
     """Cells held by the other alive avatars."""
-    return {(int(x), int(y)) for a, (x, y) in enumerate(state.pos) if a != agent and state.alive[a]}
+    return {(x, y) for a, ((x, y), alive) in enumerate(zip(state.pos.tolist(), state.alive.tolist()))
+            if a != agent and alive}
 
 
 def all_pairs_distance(walkable: np.ndarray) -> np.ndarray:
@@ -258,18 +259,25 @@ def walk_action(ctx: Ctx, state: SymbolicState, agent: int, goal: np.ndarray) ->
     x, y = (int(v) for v in state.pos[agent])
     if goal[y, x]:
         return None
-    walkable = ctx.layout.walkable
-    here = int(ctx.dist[y, x][goal].min(initial=INF))
+    goal_idx = np.flatnonzero(goal)
+    if not len(goal_idx):
+        return None
+    h, w = goal.shape
+    # Rows: the agent's cell, then its N, E, S, W neighbours (clipped; off-map ones are skipped).
+    ys = [y] + [min(max(y + dy, 0), h - 1) for _, dy in _HEAD]
+    xs = [x] + [min(max(x + dx, 0), w - 1) for dx, _ in _HEAD]
+    near = ctx.dist.reshape(h, w, h * w)[ys, xs][:, goal_idx].min(axis=1).tolist()  # [5]
+    here = near[0]
     if here == INF:
         return None
+    walkable = ctx.layout.walkable
     occupied = _others(state, agent)
     ori = int(state.ori[agent])
     sidestep = None
-    for dx, dy in _HEAD:  # N, E, S, W: the first shortest neighbour, so plans are deterministic
+    for (dx, dy), there in zip(_HEAD, near[1:]):  # N, E, S, W: deterministic tie-breaking
         nx, ny = x + dx, y + dy
         if not _inside(ctx.layout, nx, ny) or not walkable[ny, nx] or (nx, ny) in occupied:
             continue
-        there = int(ctx.dist[ny, nx][goal].min(initial=INF))
         if there < here:
             return relative_move(ctx, ori, (dx, dy))
         if there == here and sidestep is None:
@@ -320,21 +328,27 @@ def target_present(lib: MPLibrary, state: SymbolicState, opt: int, target) -> bo
 
 def live_failures(lib: MPLibrary, ctx: Ctx, state: SymbolicState, agent: int, inst: Instance) -> np.ndarray:
     """bool [R]: the typed failures the raw executor would raise for `inst` right now."""
+    x, y = state.pos[agent]
+    return _live(lib, ctx, state, inst, ctx.component == ctx.component[y, x])
+
+
+def _live(lib: MPLibrary, ctx: Ctx, state: SymbolicState, inst: Instance, mine: np.ndarray) -> np.ndarray:
+    """`live_failures` given `mine`, the agent's walkable component (bool [H, W])."""
     live = np.zeros(len(Reason), bool)
     if inst.target is not None and not target_present(lib, state, inst.opt, inst.target):
         live[Reason.TargetAbsent] = True
         return live
     kind = lib.options[inst.opt].kind
-    if kind not in ("wait", "fire"):
-        # A static route exists iff some goal cell lies in the agent's walkable component.
-        x, y = state.pos[agent]
-        mine = ctx.component == ctx.component[y, x]
-        if kind in ("clean", "approach"):
-            reachable = has_firing_pose(ctx.layout, state.dirt, inst.target, mine)
-        else:
-            reachable = bool(np.any(goal_mask(lib, ctx, state, inst.opt, inst.target) & mine))
-        if not reachable:
-            live[Reason.NoPath] = True
+    if kind in ("wait", "fire"):
+        return live
+    # A static route exists iff some goal cell lies in the agent's walkable component.
+    if kind in ("clean", "approach"):
+        reachable = has_firing_pose(ctx.layout, state.dirt, inst.target, mine)
+    elif kind == "eat":
+        reachable = bool(mine[inst.target[1], inst.target[0]])
+    else:
+        reachable = bool(np.any(goal_mask(lib, ctx, state, inst.opt, inst.target) & mine))
+    live[Reason.NoPath] = not reachable
     return live
 
 
@@ -387,7 +401,9 @@ def menu(lib: MPLibrary, ctx: Ctx, state: SymbolicState, agent: int, guards: lis
     insts = menu_mod.instantiate(lib.schema, view)
     agent_values = lib.agent_features(ctx, state, agent, view)
     feats = np.stack([_read_codes(lib, ctx, state, agent, i, agent_values) for i in insts])
-    live = np.stack([live_failures(lib, ctx, state, agent, i) for i in insts])
+    x, y = state.pos[agent]
+    mine = ctx.component == ctx.component[y, x]
+    live = np.stack([_live(lib, ctx, state, i, mine) for i in insts])
     return menu_mod.assemble_menu(lib.schema, guards, insts, feats, live, rng), insts
 
 
