@@ -1,6 +1,6 @@
 """Option machinery shared by the Melting Pot libraries (`cleanup`, `harvest`).
 
-A library is a `MPLibrary`: a `Schema` (D's 4-part contract, features, effects) plus, per option,
+A library is a `MPLibrary`: a `Schema` (the 4-part contract of `omjax.options.schema`) plus, per option,
 the executor `kind` and the target class it is instantiated over. This module supplies what the
 kinds mean on the real engine's `SymbolicState`:
 
@@ -8,9 +8,10 @@ kinds mean on the real engine's `SymbolicState`:
   cell inside the agent's view window (`omjax.envs.meltingpot.text.view_mask`); `patch`: every
   Harvest patch (its anchor cell); target-less options: one instance.
 * raw executor (`act`, closed loop: re-planned on every step): shortest walking distances on the
-  walkable map (an all-pairs table built once per substrate), a step to a nearer cell that no other avatar occupies (else a
-  sidestep, else a wait), moves expressed relative to the facing (avatars strafe, so walking
-  never needs a turn), then turns, then the option's final primitive. Kinds:
+  walkable map (an all-pairs table built once per substrate), a step to a nearer cell that no
+  other avatar occupies (else a sidestep, else a wait), moves expressed relative to the facing
+  (avatars strafe, so walking never needs a turn), then turns, then the option's final
+  primitive. Kinds:
     eat        walk onto the target apple (entering a cell with an apple eats it)
     clean      walk to a firing pose (the target inside the cleaning beam's footprint with a clear
                lane), turn to face, FIRE_CLEAN once
@@ -26,7 +27,9 @@ kinds mean on the real engine's `SymbolicState`:
 * effect: evaluated by `omjax.options.schema.effect_holds` on effect features measured at
   initiation (pre) and at termination (post). Counters are measured relative to the initiation
   (`my_apples` is "more" iff the agent ate during this execution), so every acquire effect is a
-  delta: a no-op execution leaves every feature at its initiation value.
+  delta: a no-op execution leaves every feature at its initiation value. (The Overcooked library
+  takes pre/post around its final INTERACT; here the promised change -- a walk, an apple eaten on
+  the way in -- spans the whole execution, so pre is taken at initiation.)
 
 Training-side API (one env, one agent; the trainer loops over its K envs and A agents, see
 `omjax.envs.meltingpot`): `menu(lib, ctx, state, agent, guards, rng)`, `start(...)`, `act(...)`,
@@ -39,6 +42,8 @@ import dataclasses
 from collections.abc import Callable
 
 import numpy as np
+from scipy.sparse import coo_matrix
+from scipy.sparse.csgraph import shortest_path
 
 from omjax.envs.meltingpot.adapter import HEADING, MeltingPotEnv, SymbolicState
 from omjax.envs.meltingpot.layout import Layout
@@ -49,7 +54,9 @@ from omjax.options.records import NO_TARGET, RecordTable
 from omjax.options.schema import EFFECT_FAIL, EXPLICIT_BASE, SUCCESS, Reason, Schema, effect_holds
 from omjax.options.synthesis import Guard
 
-MAX_OPTION_STEPS = 40  # longer than any shortest walk on either map (both are under 30 x 21)
+# Longer than any walk an option asks for: visible targets lie within 14 steps, regions and
+# patches within 34 (the far corner patches of Commons Harvest), plus at most two turns.
+MAX_OPTION_STEPS = 40
 KINDS = ("eat", "clean", "approach", "fire", "goto", "patch_eat", "wait")
 INF = np.iinfo(np.int32).max
 # Cleaning beam of clean_up's Cleaner (beamLength 3, beamRadius 1): the centre lane covers 1..3
@@ -233,9 +240,6 @@ def _others(state: SymbolicState, agent: int) -> set[tuple[int, int]]:
 def all_pairs_distance(walkable: np.ndarray) -> np.ndarray:
     """int32 [H, W, H, W]: walking steps between every two cells of the static map (INF across
     walls or between components). Computed once per substrate (a BFS per cell, in C)."""
-    from scipy.sparse import coo_matrix  # noqa: PLC0415
-    from scipy.sparse.csgraph import shortest_path  # noqa: PLC0415
-
     h, w = walkable.shape
     idx = np.arange(h * w).reshape(h, w)
     pairs = [(idx[:, :-1], idx[:, 1:], walkable[:, :-1] & walkable[:, 1:]),
