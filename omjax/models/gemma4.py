@@ -66,11 +66,11 @@ class Config:
     """Per layer, `sliding_attention` or `full_attention`."""
     num_heads: int
     """Query heads (every layer)."""
-    head_dims: tuple[int, ...]
+    layer_head_dims: tuple[int, ...]
     """Per layer, channels per attention head."""
-    num_kv_heads: tuple[int, ...]
+    layer_kv_heads: tuple[int, ...]
     """Per layer, key/value heads."""
-    intermediate_sizes: tuple[int, ...]
+    layer_intermediate_sizes: tuple[int, ...]
     """Per layer, width of the gated MLP (doubled on KV-shared layers with `use_double_wide_mlp`)."""
     kv_sources: tuple[int, ...]
     """Per layer, the layer whose keys and values it attends to (itself unless KV-shared)."""
@@ -104,7 +104,8 @@ class Config:
 
     def __post_init__(self):
         n = self.num_layers
-        for name in ("layer_types", "head_dims", "num_kv_heads", "intermediate_sizes", "kv_sources"):
+        for name in ("layer_types", "layer_head_dims", "layer_kv_heads", "layer_intermediate_sizes",
+                     "kv_sources"):
             if len(getattr(self, name)) != n:
                 raise ValueError(f"gemma4: {name} has {len(getattr(self, name))} entries for {n} layers")
         bad = sorted(set(self.layer_types) - {SLIDING, FULL})
@@ -119,7 +120,7 @@ class Config:
         if self.hidden_act not in _ACTS:
             raise ValueError(f"gemma4: hidden_activation {self.hidden_act!r} is not supported "
                              f"(supported: {sorted(_ACTS)})")
-        for i, (kv, hd) in enumerate(zip(self.num_kv_heads, self.head_dims)):
+        for i, (kv, hd) in enumerate(zip(self.layer_kv_heads, self.layer_head_dims)):
             if self.num_heads % kv:
                 raise ValueError(f"gemma4: layer {i}: {self.num_heads} query heads are not a "
                                  f"multiple of {kv} key/value heads")
@@ -128,6 +129,21 @@ class Config:
         if self.num_experts and not 0 < self.top_k_experts <= self.num_experts:
             raise ValueError(f"gemma4: top_k_experts {self.top_k_experts} must be in "
                              f"[1, num_experts={self.num_experts}]")
+
+    @property
+    def head_dim(self) -> int:
+        """The largest per-layer head dim (what shape-level estimates such as `memory` read)."""
+        return max(self.layer_head_dims)
+
+    @property
+    def num_kv_heads(self) -> int:
+        """The largest per-layer key/value head count."""
+        return max(self.layer_kv_heads)
+
+    @property
+    def intermediate_size(self) -> int:
+        """The largest per-layer MLP width."""
+        return max(self.layer_intermediate_sizes)
 
     def shares_kv(self, i: int) -> bool:
         return self.kv_sources[i] != i
@@ -138,7 +154,7 @@ class Config:
     def inv_freq(self, i: int) -> np.ndarray:
         """RoPE inverse frequencies [head_dim / 2] of layer i (zeros for unrotated pairs)."""
         _, rope_type, theta, partial, factor = next(r for r in self.rope if r[0] == self.layer_types[i])
-        hd = self.head_dims[i]
+        hd = self.layer_head_dims[i]
         if rope_type == "default":
             return base.rope_inv_freq(hd, theta)
         rotated = int(partial * hd // 2)
@@ -154,7 +170,8 @@ class Config:
         if p:
             total += self.per_layer_vocab_size * self.num_layers * p + d * self.num_layers * p + p
         for i in range(self.num_layers):
-            hd, kv, f = self.head_dims[i], self.num_kv_heads[i], self.intermediate_sizes[i]
+            hd, kv = self.layer_head_dims[i], self.layer_kv_heads[i]
+            f = self.layer_intermediate_sizes[i]
             total += 2 * d * h * hd + hd + 3 * d * f + 4 * d
             if self.attention_bias:
                 total += h * hd + d
@@ -203,7 +220,7 @@ def config_from_hf(hf_config: dict) -> Config:
         if unknown:
             raise ValueError(f"gemma4: per_layer_config[{i}] overrides {unknown}; only "
                              f"{sorted(_PER_LAYER_KEYS)} are supported")
-    head_dims = tuple(overrides.get(i, {}).get("head_dim", head_dim) for i in range(n))
+    layer_head_dims = tuple(overrides.get(i, {}).get("head_dim", head_dim) for i in range(n))
     num_kv = tuple(overrides.get(i, {}).get("num_key_value_heads", kv_heads) for i in range(n))
 
     # KV sharing (transformers' `kv_sharing_modes`): each of the last `num_kv_shared_layers`
@@ -243,8 +260,8 @@ def config_from_hf(hf_config: dict) -> Config:
     softcap = text.get("final_logit_softcapping")
     return Config(
         vocab_size=need("vocab_size"), hidden_size=need("hidden_size"), num_layers=n,
-        layer_types=tuple(layer_types), num_heads=heads, head_dims=head_dims, num_kv_heads=num_kv,
-        intermediate_sizes=inters, kv_sources=tuple(sources),
+        layer_types=tuple(layer_types), num_heads=heads, layer_head_dims=layer_head_dims,
+        layer_kv_heads=num_kv, layer_intermediate_sizes=inters, kv_sources=tuple(sources),
         sliding_window=int(text.get("sliding_window", 512)), rope=tuple(rope),
         rms_eps=float(text.get("rms_norm_eps", 1e-6)),
         hidden_act=text.get("hidden_activation", "gelu_pytorch_tanh"),
@@ -267,7 +284,8 @@ def params_from_hf(cfg: Config, get: Callable[[str], np.ndarray], dtype) -> dict
         vec = lambda name, n: base.take(get, p + name, (n,), dtype)
         lin = lambda name, d_out, d_in: base.take(get, p + name + ".weight", (d_out, d_in), dtype,
                                                   transpose=True)
-        hd, kv, f = cfg.head_dims[i], cfg.num_kv_heads[i], cfg.intermediate_sizes[i]
+        hd, kv = cfg.layer_head_dims[i], cfg.layer_kv_heads[i]
+        f = cfg.layer_intermediate_sizes[i]
         layer = {
             "attn_norm": vec("input_layernorm.weight", d),
             "post_attn_norm": vec("post_attention_layernorm.weight", d),
@@ -325,7 +343,8 @@ def lora_shapes(cfg: Config) -> list[dict[str, tuple[int, int]]]:
     d, h = cfg.hidden_size, cfg.num_heads
     shapes = []
     for i in range(cfg.num_layers):
-        hd, kv, f = cfg.head_dims[i], cfg.num_kv_heads[i], cfg.intermediate_sizes[i]
+        hd, kv = cfg.layer_head_dims[i], cfg.layer_kv_heads[i]
+        f = cfg.layer_intermediate_sizes[i]
         s = {"q": (d, h * hd), "o": (h * hd, d), "gate": (d, f), "up": (d, f), "down": (f, d)}
         if not cfg.shares_kv(i):
             s["k"] = (d, kv * hd)
@@ -338,7 +357,8 @@ def lora_shapes(cfg: Config) -> list[dict[str, tuple[int, int]]]:
 def init_cache(cfg: Config, batch: int, max_len: int, dtype=jnp.float32) -> dict:
     """An empty cache for `batch` rows and up to `max_len` tokens (see the module docstring)."""
     layers = [{} if cfg.shares_kv(i) else
-              base.kv_layer_cache(batch, max_len, cfg.num_kv_heads[i], cfg.head_dims[i], dtype)
+              base.kv_layer_cache(batch, max_len, cfg.layer_kv_heads[i], cfg.layer_head_dims[i],
+                                  dtype)
               for i in range(cfg.num_layers)]
     return base.init_cache_common(layers, batch, max_len)
 
@@ -364,7 +384,7 @@ def _attention(p: dict, cfg: Config, i: int, h, ctx: base.Context, lora_layer, s
     source_kv: on a KV-shared layer, the (k, v) [B, S, K, Dh] of the layer it shares. Returns
     (output, layer cache, this layer's (k, v) for the layers sharing them)."""
     b, t, _ = h.shape
-    hd, kv_heads = cfg.head_dims[i], cfg.num_kv_heads[i]
+    hd, kv_heads = cfg.layer_head_dims[i], cfg.layer_kv_heads[i]
     cos, sin = base.rope_cos_sin(jnp.maximum(ctx.q_pos, 0), cfg.inv_freq(i))   # [B, T, Dh]
     proj = lambda name: base.lora_linear(h, p[name], lora_layer, name, scale, p.get(name + "_bias"))
     q = proj("q").reshape(b, t, cfg.num_heads, hd)                               # [B, T, H, Dh]

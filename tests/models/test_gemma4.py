@@ -86,7 +86,7 @@ def _max_err(a, b, mask):
 def test_config_reads_per_layer_shapes_and_kv_sharing(tiny):
     ref, model = tiny
     cfg = model.config
-    assert cfg.head_dims == (16, 32) * 3
+    assert cfg.layer_head_dims == (16, 32) * 3
     assert cfg.kv_sources == (0, 1, 2, 3, 2, 3)  # layers 4, 5 reuse the last sliding / full layer
     assert cfg.n_params == sum(p.numel() for p in ref.parameters())
     # A hub-style config.json (global_head_dim, no per_layer_config) reads the same.
@@ -110,7 +110,7 @@ def test_logits_match_torch_with_left_and_right_padding(tiny):
 def test_variant_features_match_torch(tmp_path):
     ref, model = _build(tmp_path, seed=1, **VARIANT)
     cfg = model.config
-    assert cfg.num_kv_heads == (2, 1) * 3 and cfg.intermediate_sizes == (96,) * 4 + (192,) * 2
+    assert cfg.layer_kv_heads == (2, 1) * 3 and cfg.layer_intermediate_sizes == (96,) * 4 + (192,) * 2
     assert not cfg.has_v_proj(1) and cfg.num_experts == 4 and not cfg.tie_embeddings
     assert cfg.n_params == sum(p.numel() for p in ref.parameters())
     tokens, mask = _batch(cfg, seed=1)
