@@ -212,12 +212,16 @@ class RunConfig:
     progress: bool = True
     """Show a tqdm progress bar over rounds and rollout steps."""
 
+    plot_every: int = 1
+    """Redraw `learning_curve.png` every this many rounds (and after the last one)."""
+
     save_decisions: bool = True
     """Write every decision of every round to `decisions/round_XXXX.jsonl` for audits."""
 
     def __post_init__(self) -> None:
         _check(bool(self.out_dir), "run.out_dir", "must be a directory path")
         _check(self.keep_checkpoints >= 1, "run.keep_checkpoints", "must be >= 1")
+        _check(self.plot_every >= 1, "run.plot_every", "must be >= 1")
 
 
 @dataclasses.dataclass(frozen=True)

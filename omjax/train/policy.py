@@ -10,9 +10,9 @@ Two decision modes (config `policy.decision_mode`):
   temperature and parsed; the policy probability of a decision is that of its reply tokens.
 
 Each mode provides `policy_fn(base, lora, inputs) -> PolicyOut` for the update (see
-`omjax.train.update`) and a jitted `decide`/`generate` over a bank: inputs carry a leading agent
-axis `[A, P, ...]` and the call is a `jax.vmap` over it, so all pending decisions of all agents
-go to the backbone in one call.
+`omjax.train.update`) and a jitted `decide`/`generate` over a bank: every row of a batch names
+its agent, gathers that agent's adapter from the bank inside the jitted call, and the rows are
+`jax.vmap`ped, so all pending decisions of all agents go to the backbone in one call.
 """
 
 from __future__ import annotations
@@ -68,6 +68,11 @@ def letter_token_ids(tokenizer: Any, letters: Sequence[str]) -> list[int]:
     return out
 
 
+def _gather(bank: Any, agents: jax.Array) -> Any:
+    """Adapter of each row: leaves [A, ...] -> [R, ...]."""
+    return jax.tree.map(lambda x: x[agents], bank)
+
+
 class LetterPolicy:
     """Constrained menu-letter scoring on a backbone `model` (`omjax.models.load` result).
 
@@ -81,7 +86,8 @@ class LetterPolicy:
     def __init__(self, family: Any, config: Any, lora_scale: float, temperature: float, remat: bool = True):
         self.family, self.config = family, config
         self.lora_scale, self.temperature, self.remat = float(lora_scale), float(temperature), remat
-        self._decide = jax.jit(jax.vmap(self._decide_one, in_axes=(None, 0, 0, 0)))
+        rows = jax.vmap(self._decide_one, in_axes=(None, 0, 0, 0))
+        self._decide = jax.jit(lambda base, bank, agents, inputs, keys: rows(base, _gather(bank, agents), inputs, keys))
 
     def menu_logp(self, base: Any, lora: Any, inputs: dict) -> jax.Array:
         """[P, M] log-probs over the menu slots (0 on slots that are not on the menu)."""
@@ -103,10 +109,10 @@ class LetterPolicy:
         chosen = jnp.take_along_axis(logp, action[:, None], axis=-1)[:, 0]
         return action.astype(jnp.int32), chosen
 
-    def decide(self, base: Any, bank: Any, inputs: dict, keys: jax.Array) -> tuple[np.ndarray, np.ndarray]:
-        """Sample one menu letter per decision for every agent: inputs `[A, P, ...]`, keys `[A]`.
-        Returns (action int32 [A, P], log-prob float32 [A, P])."""
-        action, logp = self._decide(base, bank, inputs, keys)
+    def decide(self, base: Any, bank: Any, agents: np.ndarray, inputs: dict, keys: jax.Array):
+        """Sample one menu letter per row: `agents` int [R] (whose adapter), inputs `[R, P, ...]`,
+        keys `[R]`. Returns (action int32 [R, P], log-prob float32 [R, P]) as NumPy."""
+        action, logp = self._decide(base, bank, jnp.asarray(agents, jnp.int32), inputs, keys)
         return np.asarray(action), np.asarray(logp)
 
 
@@ -126,7 +132,9 @@ class SamplePolicy:
         self.max_new_tokens = int(max_new_tokens)
         self.stop_ids = tuple(int(i) for i in stop_ids)
         self.pad_id = int(pad_id)
-        self._generate = jax.jit(jax.vmap(self._generate_one, in_axes=(None, 0, 0, 0, 0)))
+        rows = jax.vmap(self._generate_one, in_axes=(None, 0, 0, 0, 0))
+        self._generate = jax.jit(
+            lambda base, bank, agents, tokens, mask, keys: rows(base, _gather(bank, agents), tokens, mask, keys))
 
     def token_logp(self, base, lora, inputs) -> jax.Array:
         """[P, T-1] log-prob of token t+1 given tokens <= t."""
@@ -163,11 +171,11 @@ class SamplePolicy:
         _, (toks, logps, live) = jax.lax.scan(step, (logits, cache, jnp.zeros(p, bool)), keys)
         return toks.T, logps.T, live.T  # [P, L] each
 
-    def generate(self, base, bank, tokens, mask, keys):
-        """Sample replies for every agent: tokens/mask `[A, P, T]`, keys `[A]`.
+    def generate(self, base, bank, agents, tokens, mask, keys):
+        """Sample replies: `agents` int [R] (whose adapter), tokens/mask `[R, P, T]`, keys `[R]`.
 
-        Returns (reply ids int32 [A, P, L], per-token log-probs [A, P, L], live mask [A, P, L]);
+        Returns (reply ids int32 [R, P, L], per-token log-probs [R, P, L], live mask [R, P, L]);
         generation of a row stops after its first stop token (which is kept).
         """
-        toks, logps, live = self._generate(base, bank, tokens, mask, keys)
+        toks, logps, live = self._generate(base, bank, jnp.asarray(agents, jnp.int32), tokens, mask, keys)
         return np.asarray(toks), np.asarray(logps), np.asarray(live)

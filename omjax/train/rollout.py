@@ -112,13 +112,12 @@ class Decider:
         tokens, mask = pad_left(prompts + [[]] * (rows - len(requests)), length, self.pad_id)
         agents = np.zeros(rows, np.int32)
         agents[: len(requests)] = [r.agent for r in requests]
-        row_bank = jax.tree.map(lambda x: x[jnp.asarray(agents)], bank)
         keys = jax.random.split(key, rows)
         if isinstance(self.policy, LetterPolicy):
-            return self._letters(base, row_bank, requests, prompts, tokens, mask, keys)
-        return self._sample(base, row_bank, requests, prompts, tokens, mask, keys, rng)
+            return self._letters(base, bank, agents, requests, prompts, tokens, mask, keys)
+        return self._sample(base, bank, agents, requests, prompts, tokens, mask, keys, rng)
 
-    def _letters(self, base, row_bank, requests, prompts, tokens, mask, keys):
+    def _letters(self, base, bank, agents, requests, prompts, tokens, mask, keys):
         rows = tokens.shape[0]
         width = pow2_at_least(max(len(r.menu) for r in requests), 8)
         letters = np.zeros((rows, width), np.int32)
@@ -129,15 +128,15 @@ class Decider:
         menu_mask[len(requests):, 0] = True  # padding rows: a valid one-slot menu, output dropped
         inputs = {"tokens": tokens[:, None], "mask": mask[:, None], "letters": letters[:, None],
                   "menu_mask": menu_mask[:, None]}
-        action, logp = self.policy.decide(base, row_bank, inputs, keys)  # [rows, 1]
+        action, logp = self.policy.decide(base, bank, agents, inputs, keys)  # [rows, 1]
         out = []
         for j, r in enumerate(requests):
             a = int(action[j, 0])
             out.append((a, prompts[j], [int(letters[j, a])], r.menu[a].letter, float(logp[j, 0]), True))
         return out
 
-    def _sample(self, base, row_bank, requests, prompts, tokens, mask, keys, rng):
-        toks, logps, live = self.policy.generate(base, row_bank, tokens[:, None], mask[:, None], keys)
+    def _sample(self, base, bank, agents, requests, prompts, tokens, mask, keys, rng):
+        toks, logps, live = self.policy.generate(base, bank, agents, tokens[:, None], mask[:, None], keys)
         out = []
         for j, r in enumerate(requests):
             n = int(live[j, 0].sum())

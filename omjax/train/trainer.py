@@ -30,6 +30,9 @@ from omjax.train.rollout import Decider, RolloutBatch, collect, decision_record,
 from omjax.train.update import DecisionBatch, UpdateSettings, init_opt_state, make_bank_update, make_optimizer
 
 
+_advantages = jax.jit(grpo.group_advantages)
+
+
 def stop_token_ids(tokenizer: Any) -> list[int]:
     """End-of-turn tokens that end a sampled reply."""
     ids = {tokenizer.eos_token_id}
@@ -90,12 +93,16 @@ class Trainer:
 
     # ---------------------------------------------------------------------------------------
     def init_state(self) -> TrainState:
-        key = jax.random.PRNGKey(self.cfg.seed)
-        key, k_lora = jax.random.split(key)
+        """Fresh adapters (A from the seed, B zero), Adam state, RNG; one compiled program."""
         shapes = self.model.family.lora_shapes(self.model.config)
-        bank = lora_lib.init_lora(k_lora, shapes, self.lora_cfg, n_agents=self.cfg.n_adapters)
-        return TrainState(bank=bank, opt_state=init_opt_state(self.optimizer, bank), key=key,
-                          round=jnp.int32(0), best_return=jnp.float32(-jnp.inf))
+
+        def init(seed):
+            key, k_lora = jax.random.split(jax.random.PRNGKey(seed))
+            bank = lora_lib.init_lora(k_lora, shapes, self.lora_cfg, n_agents=self.cfg.n_adapters)
+            return TrainState(bank=bank, opt_state=init_opt_state(self.optimizer, bank), key=key,
+                              round=jnp.int32(0), best_return=jnp.float32(-jnp.inf))
+
+        return jax.jit(init)(self.cfg.seed)
 
     def round(self, state: TrainState) -> tuple[TrainState, dict, RolloutBatch]:
         """One round of Algorithm 1; returns the new state, the metrics row and the rollouts."""
@@ -105,7 +112,7 @@ class Trainer:
         batch = collect(self.game, self.decider, self.model.params, state.bank, cfg.train.rollouts, k_roll,
                         cfg.seed, r, progress=cfg.run.progress)
         t1 = time.time()
-        adv, zero = grpo.group_advantages(jnp.asarray(batch.returns))
+        adv, zero = _advantages(jnp.asarray(batch.returns, jnp.float32))
         adv, zero = np.asarray(adv), bool(zero)
         bank, opt_state = state.bank, state.opt_state
         upd: dict = {}
@@ -170,8 +177,9 @@ class Trainer:
                                        [decision_record(d, r) for d in batch.decisions])
                 log.append(row)
                 ckpt.save(state, {"round": r + 1, "metrics": row}, is_best=row["best"])
-                plot_learning_curve(log.rows, self.run_dir / "learning_curve.png",
-                                    f"{cfg.env.game} {cfg.env.layout} / {cfg.model.name}")
+                if (r + 1) % cfg.run.plot_every == 0 or r + 1 == cfg.train.rounds:
+                    plot_learning_curve(log.rows, self.run_dir / "learning_curve.png",
+                                        f"{cfg.env.game} {cfg.env.layout} / {cfg.model.name}")
                 kl = "-" if row["kl"] is None else f"{row['kl']:.4f}"
                 tqdm.write(f"round {r}: team return {row['team_return_mean']:.2f} "
                            f"{[round(x, 1) for x in row['team_returns']]} decisions {row['decisions_per_agent']} "

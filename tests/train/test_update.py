@@ -13,8 +13,8 @@ F, M = 5, 4
 W0 = jnp.linspace(-0.5, 0.5, F)
 
 
-def menu_policy(lora, inputs):
-    w = W0 if lora is None else W0 + lora["w"]
+def menu_policy(base, lora, inputs):
+    w = base if lora is None else base + lora["w"]
     logits = jnp.einsum("bmf,f->bm", inputs["features"], w)
     logits = jnp.where(inputs["menu_mask"], logits, -1e9)
     logp = jax.nn.log_softmax(logits, axis=-1)
@@ -51,12 +51,12 @@ def test_vmapped_update_equals_python_loop_over_agents():
     batch = make_batches(jax.random.key(2), N_AGENTS, B, [12, 7, 3])
     keys = jax.random.split(jax.random.key(3), N_AGENTS)
 
-    new_bank, new_opt, metrics = BANK_UPDATE(bank, opt_state, batch, keys)
+    new_bank, new_opt, metrics = BANK_UPDATE(W0, bank, opt_state, batch, keys)
 
     one = jax.jit(upd.make_agent_update(menu_policy, OPT, SETTINGS))
     for i in range(N_AGENTS):
         sl = lambda x: x[i]
-        lora_i, opt_i, m_i = one(jax.tree.map(sl, bank), jax.tree.map(sl, opt_state), jax.tree.map(sl, batch), keys[i])
+        lora_i, opt_i, m_i = one(W0, jax.tree.map(sl, bank), jax.tree.map(sl, opt_state), jax.tree.map(sl, batch), keys[i])
         np.testing.assert_allclose(new_bank["w"][i], lora_i["w"], rtol=1e-5, atol=1e-6)
         for a, b in zip(jax.tree.leaves(jax.tree.map(sl, new_opt)), jax.tree.leaves(opt_i)):
             np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
@@ -70,7 +70,7 @@ def test_ratio_is_one_and_kl_zero_at_first_step_of_fresh_adapter():
     bank = zero_bank()
     batch = make_batches(jax.random.key(4), N_AGENTS, B, [12, 12, 12])
     keys = jax.random.split(jax.random.key(5), N_AGENTS)
-    _, _, metrics = BANK_UPDATE(bank, upd.init_opt_state(OPT, bank), batch, keys)
+    _, _, metrics = BANK_UPDATE(W0, bank, upd.init_opt_state(OPT, bank), batch, keys)
     assert metrics.ratio.shape == (N_AGENTS, SETTINGS.epochs, B // SETTINGS.minibatch_size)
     np.testing.assert_array_equal(metrics.ratio[:, 0, 0], np.ones(N_AGENTS))
     np.testing.assert_array_equal(metrics.kl[:, 0, 0], np.zeros(N_AGENTS))
@@ -83,7 +83,7 @@ def test_only_the_agents_own_decisions_move_its_adapter():
     bank = zero_bank()
     batch = make_batches(jax.random.key(6), N_AGENTS, B, [12, 0, 5])  # agent 1 made no decisions
     keys = jax.random.split(jax.random.key(7), N_AGENTS)
-    new_bank, _, metrics = BANK_UPDATE(bank, upd.init_opt_state(OPT, bank), batch, keys)
+    new_bank, _, metrics = BANK_UPDATE(W0, bank, upd.init_opt_state(OPT, bank), batch, keys)
     assert np.abs(np.asarray(new_bank["w"][0])).sum() > 0
     assert np.abs(np.asarray(new_bank["w"][2])).sum() > 0
     np.testing.assert_array_equal(new_bank["w"][1], np.zeros(F))
@@ -94,8 +94,8 @@ def test_minibatch_order_comes_from_the_key():
     bank = zero_bank()
     batch = make_batches(jax.random.key(8), N_AGENTS, B, [12, 12, 12])
     state = upd.init_opt_state(OPT, bank)
-    a, _, _ = BANK_UPDATE(bank, state, batch, jax.random.split(jax.random.key(9), N_AGENTS))
-    b, _, _ = BANK_UPDATE(bank, state, batch, jax.random.split(jax.random.key(9), N_AGENTS))
-    c, _, _ = BANK_UPDATE(bank, state, batch, jax.random.split(jax.random.key(10), N_AGENTS))
+    a, _, _ = BANK_UPDATE(W0, bank, state, batch, jax.random.split(jax.random.key(9), N_AGENTS))
+    b, _, _ = BANK_UPDATE(W0, bank, state, batch, jax.random.split(jax.random.key(9), N_AGENTS))
+    c, _, _ = BANK_UPDATE(W0, bank, state, batch, jax.random.split(jax.random.key(10), N_AGENTS))
     np.testing.assert_array_equal(a["w"], b["w"])
     assert not np.allclose(a["w"], c["w"])
