@@ -50,17 +50,14 @@ class LoRAConfig:
     """LoRA scale numerator: the adapter delta is multiplied by alpha / rank."""
 
     targets: tuple[str, ...] = ("q", "k", "v", "o")
-    """Projection names inside each decoder layer that receive an adapter."""
+    """Projections of each decoder layer that get an adapter (among q k v o gate up down). A is
+    drawn from the seed and B starts at zero, so a fresh adapter is exactly the base model."""
 
-    init_std: float = 0.02
-    """Std of the Gaussian init of the A matrices; B starts at zero, so a fresh adapter is the
-    base model exactly and the first round samples from the reference policy."""
 
     def __post_init__(self) -> None:
         _check(self.rank >= 1, "lora.rank", f"must be >= 1, got {self.rank}")
         _check(self.alpha > 0, "lora.alpha", f"must be > 0, got {self.alpha}")
         _check(len(self.targets) > 0, "lora.targets", "must name at least one projection")
-        _check(self.init_std >= 0, "lora.init_std", f"must be >= 0, got {self.init_std}")
 
 
 GAMES = ("overcooked", "cleanup", "harvest")
@@ -84,7 +81,13 @@ class EnvConfig:
     """Guard file (jsonl from `omjax guards`) that filters menus; empty uses the library's
     bundled guard set for the game."""
 
+    reward_shaping: float = 0.0
+    """Weight of the Overcooked progress bonus added to the team reward (+3 onion in pot, +3
+    dish picked up, +5 soup plated). The paper trains on deliveries alone (0); short CPU
+    episodes, where no soup can be delivered, need it for a learning signal."""
+
     def __post_init__(self) -> None:
+        _check(self.reward_shaping >= 0, "env.reward_shaping", "must be >= 0")
         _check(self.game in GAMES, "env.game", f"must be one of {GAMES}, got {self.game!r}")
         _check(self.horizon >= 1, "env.horizon", f"must be >= 1, got {self.horizon}")
         _check(self.n_agents >= 1, "env.n_agents", f"must be >= 1, got {self.n_agents}")

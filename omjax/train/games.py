@@ -58,6 +58,25 @@ class Game(Protocol):
         agents not deciding). Returns the team reward of each episode float [K]."""
 
 
+# Progress bonuses of the shaped reward (the values of overcooked_ai_py's BASE_REW_SHAPING_PARAMS).
+ONION_IN_POT_BONUS = 3.0
+DISH_PICKUP_BONUS = 3.0
+SOUP_PICKUP_BONUS = 5.0
+
+
+def progress_rewards(state, next_state) -> jax.Array:
+    """Team progress bonus of one step: +3 per onion added to a pot, +3 per dish taken into a
+    hand, +5 per soup plated. Read off the state change; used only when `env.reward_shaping` > 0
+    (short CPU episodes, where a first delivery is out of reach)."""
+    from omjax.envs.overcooked.items import Item
+
+    onions = jnp.sum(jnp.maximum(next_state.pot_onions - state.pot_onions, 0))
+    held, after = state.held, next_state.held  # [A]
+    dishes = jnp.sum((held != Item.DISH) & (after == Item.DISH))
+    plated = jnp.sum((held == Item.DISH) & (after >= Item.SOUP))
+    return ONION_IN_POT_BONUS * onions + DISH_PICKUP_BONUS * dishes + SOUP_PICKUP_BONUS * plated
+
+
 def delivery_rewards(layout, state, next_state) -> jax.Array:
     """Team sparse reward of one Overcooked step, read off the state change.
 
@@ -82,7 +101,7 @@ def delivery_rewards(layout, state, next_state) -> jax.Array:
 class OvercookedGame:
     """K Overcooked-AI episodes with the option library of `omjax.options.overcooked`."""
 
-    def __init__(self, layout: str, horizon: int, guards_path: str):
+    def __init__(self, layout: str, horizon: int, guards_path: str, reward_shaping: float = 0.0):
         from omjax.options import overcooked as oc
         from omjax.options.synthesis import read_guards
         from omjax.prompts import overcooked as prompts
@@ -99,9 +118,14 @@ class OvercookedGame:
         lib, lay = self.lib, self.layout
         active = jnp.ones(self.n_agents, bool)
 
+        shaping = float(reward_shaping)
+
         def one(state, ex, choice):
             nxt, ex, _ = lib.option_step(state, ex, choice, active)
-            return nxt, ex, delivery_rewards(lay, state, nxt)
+            reward = delivery_rewards(lay, state, nxt)
+            if shaping:
+                reward = reward + shaping * progress_rewards(state, nxt)
+            return nxt, ex, reward
 
         self._step = jax.jit(jax.vmap(one))
         self.states = None
@@ -170,7 +194,7 @@ def _overcooked(env: EnvConfig, n_rollouts: int) -> Game:
         raise FileNotFoundError(
             f"guard file {path} not found: run `omjax guards --game overcooked --layout {env.layout}` "
             "or set env.guards=none for the unfiltered menu")
-    game = OvercookedGame(env.layout, env.horizon, path)
+    game = OvercookedGame(env.layout, env.horizon, path, env.reward_shaping)
     if game.n_agents != env.n_agents:
         raise ValueError(f"env.n_agents={env.n_agents} but layout {env.layout!r} has {game.n_agents} agents")
     return game

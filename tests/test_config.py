@@ -1,0 +1,73 @@
+"""Typed run configs: YAML + `base:` + `key=value` overrides, validated with clear errors."""
+
+from pathlib import Path
+
+import pytest
+
+from omjax.config import Config, ConfigError, dump_config, load_config
+
+CONFIGS = sorted(Path(__file__).resolve().parents[1].joinpath("configs").glob("*.yaml"))
+
+
+@pytest.mark.parametrize("path", CONFIGS, ids=lambda p: p.name)
+def test_every_shipped_config_loads(path):
+    cfg = load_config(path)
+    assert isinstance(cfg, Config)
+    assert cfg.train.clip_eps == 0.2 and cfg.train.epochs == 2 and cfg.train.max_grad_norm == 1.0
+
+
+def test_paper_hyperparameters_per_game():
+    oc = load_config(CONFIGS[0].parent / "overcooked_aa_qwen3-4b.yaml")
+    assert (oc.lora.rank, oc.train.lr, oc.train.rollouts, oc.policy.temperature, oc.train.kl_coef) == (16, 2e-5, 6, 0.9, 0.05)
+    assert (oc.env.horizon, oc.env.n_agents) == (400, 2)
+    for game in ("cleanup", "harvest"):
+        mp = load_config(CONFIGS[0].parent / f"{game}_qwen3-4b.yaml")
+        assert (mp.lora.rank, mp.train.lr, mp.train.rollouts, mp.policy.temperature) == (32, 5e-5, 4, 0.7)
+        assert mp.env.n_agents == 7
+    table1 = {p.name for p in CONFIGS if p.name.split("_")[0] in ("cleanup", "harvest", "overcooked")}
+    assert len([n for n in table1 if not n.startswith("overcooked_fc") and "smollm2" not in n]) == 12
+
+
+def test_unknown_key_is_an_error_naming_it(tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("train:\n  learning_rate: 0.1\n")
+    with pytest.raises(ConfigError, match=r"unknown config key 'train.learning_rate'"):
+        load_config(bad)
+    with pytest.raises(ConfigError, match=r"unknown config key 'polcy'"):
+        load_config(None, ["polcy.temperature=1"])
+
+
+@pytest.mark.parametrize("override, key", [
+    ("train.lr=fast", "train.lr"), ("train.rollouts=1", "train.rollouts"), ("env.horizon=0", "env.horizon"),
+    ("policy.decision_mode=beam", "policy.decision_mode"), ("train.shared_lora=maybe", "train.shared_lora"),
+    ("env.game=chess", "env.game"), ("policy.temperature=0", "policy.temperature"),
+    ("train.clip_eps=1.5", "train.clip_eps"), ("lora.rank=0", "lora.rank"),
+])
+def test_bad_values_name_the_key(override, key):
+    with pytest.raises(ConfigError, match=key.replace(".", r"\.")):
+        load_config(None, [override])
+
+
+def test_overrides_coerce_types_and_base_files_merge(tmp_path):
+    (tmp_path / "parent.yaml").write_text("train:\n  lr: 1.0e-3\n  rounds: 7\nenv:\n  horizon: 50\n")
+    (tmp_path / "child.yaml").write_text("base: parent.yaml\ntrain:\n  rounds: 9\n")
+    cfg = load_config(tmp_path / "child.yaml", ["train.lr=2e-5", "lora.targets=q,v", "train.shared_lora=true", "seed=3"])
+    assert cfg.train.rounds == 9 and cfg.env.horizon == 50
+    assert cfg.train.lr == 2e-5 and cfg.lora.targets == ("q", "v") and cfg.train.shared_lora and cfg.seed == 3
+    assert cfg.n_adapters == 1
+
+
+def test_missing_file_and_malformed_override_are_clear_errors(tmp_path):
+    with pytest.raises(ConfigError, match="config file not found"):
+        load_config(tmp_path / "nope.yaml")
+    with pytest.raises(ConfigError, match="key=value"):
+        load_config(None, ["train.lr"])
+    (tmp_path / "list.yaml").write_text("- 1\n- 2\n")
+    with pytest.raises(ConfigError, match="mapping"):
+        load_config(tmp_path / "list.yaml")
+
+
+def test_dump_round_trips(tmp_path):
+    cfg = load_config(None, ["train.rounds=4", "lora.targets=q,k"])
+    dump_config(cfg, tmp_path / "c.yaml")
+    assert load_config(tmp_path / "c.yaml") == cfg
