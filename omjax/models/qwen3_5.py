@@ -12,15 +12,17 @@ Layers alternate, per `layer_types`, between
     of each head only.
 Every RMSNorm except the Gated DeltaNet's output norm stores its weight as an offset (1 + w).
 
-Padding follows `omjax.models.base` (positions count real tokens only). As in the reference,
-padded tokens are zeroed before the Gated DeltaNet; here they are also exact no-ops on its
-recurrent state (their decay and write strength are masked to 0), so a left-padded row
-computes what the unpadded row would.
+Padding follows `omjax.models.base` (positions count real tokens only) and may sit anywhere,
+e.g. left padding both before a cached shared prefix and before each suffix appended to it.
+As in the reference, padded tokens are zeroed before the Gated DeltaNet; here they are also
+exact no-ops on its state: their decay and write strength are masked to 0, and the causal
+convolution runs over the real tokens only (each row is compacted, convolved, scattered back).
+So a padded row computes what the unpadded row would, with or without a cache.
 
 Cache (`init_cache`): the common `{"layers", "positions", "index"}` of `omjax.models.base`;
 a full-attention layer holds `k`, `v` [B, S, K, Dh], a linear-attention layer holds
-`conv` [B, kernel-1, C] (the last inputs of the convolution) and `state` [B, Hv, Dk, Dv]
-(f32). Decoding after a prefill expects left padding.
+`conv` [B, kernel-1, C] (the last real inputs of the convolution) and `state`
+[B, Hv, Dk, Dv] (f32).
 
 LoRA targets: q, k, v, o, gate, up, down in every layer. In full-attention layers q adapts
 the whole q projection (query and gate halves). In linear-attention layers q, k and v adapt
@@ -348,14 +350,24 @@ def _full_attention(p: dict, cfg: Config, h, ctx: base.Context, cos, sin, lora_l
     return base.lora_linear(o, p["o"], lora_layer, "o", scale, p.get("o_bias")), layer_cache
 
 
-def _causal_conv(x, w, conv_state):
-    """Depthwise causal convolution + SiLU: x [B, T, C], w [kernel, C], conv_state [B, kernel-1, C].
+def _causal_conv(x, w, conv_state, real):
+    """Depthwise causal convolution + SiLU over the real tokens of each row.
 
-    Returns the output [B, T, C] and the last kernel-1 inputs (the next conv_state)."""
+    x [B, T, C]; w [kernel, C]; conv_state [B, kernel-1, C], the last real inputs before this
+    chunk; real [B, T] marks non-padding. Padding may sit anywhere in the chunk: each row's real
+    tokens are gathered to the front in order, convolved after conv_state, and scattered back,
+    so a real token's window never contains padding. Returns the output [B, T, C] (padding
+    slots hold values nothing reads) and the next conv_state.
+    """
     t, kernel = x.shape[1], w.shape[0]
-    xx = jnp.concatenate([conv_state.astype(x.dtype), x], axis=1)   # [B, kernel-1+T, C]
+    order = jnp.argsort(jnp.logical_not(real), axis=1, stable=True)       # [B, T] real first
+    compact = jnp.take_along_axis(x, order[..., None], axis=1)
+    xx = jnp.concatenate([conv_state.astype(x.dtype), compact], axis=1)    # [B, kernel-1+T, C]
     out = sum(xx[:, j:j + t] * w[j] for j in range(kernel))
-    return jax.nn.silu(out), xx[:, t:]
+    out = jnp.take_along_axis(out, jnp.argsort(order, axis=1)[..., None], axis=1)
+    n_real = jnp.sum(real, axis=1, dtype=jnp.int32)                          # [B]
+    tail = n_real[:, None] + jnp.arange(kernel - 1)                           # [B, kernel-1]
+    return jax.nn.silu(out), jnp.take_along_axis(xx, tail[..., None], axis=1)
 
 
 def _gated_delta_net(p: dict, cfg: Config, h, real, lora_layer, scale, layer_cache):
@@ -382,7 +394,7 @@ def _gated_delta_net(p: dict, cfg: Config, h, real, lora_layer, scale, layer_cac
         state = jnp.zeros((b, nv, dk, dv), jnp.float32)
     else:
         conv_state, state = layer_cache["conv"], layer_cache["state"]
-    mixed, conv_state = _causal_conv(mixed, p["conv"], conv_state)
+    mixed, conv_state = _causal_conv(mixed, p["conv"], conv_state, real)
     mixed = mixed.astype(jnp.float32)
     q = mixed[..., :kd].reshape(b, t, nk, dk)
     k = mixed[..., kd:2 * kd].reshape(b, t, nk, dk)

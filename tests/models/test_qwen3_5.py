@@ -147,15 +147,28 @@ def test_chunked_delta_rule_equals_recurrent():
         np.testing.assert_allclose(state_c, state_r, atol=1e-5)
 
 
-def test_decode_steps_match_full_forward(tiny):
+def test_padding_anywhere_and_cached_decoding_match_unpadded(tiny):
+    """Padding before, inside and after the real tokens, with and without a cache, computes what
+    the unpadded sequence does (the reference itself only handles one padded block)."""
     _, model = tiny
     cfg = model.config
     rng = np.random.default_rng(4)
     tokens = rng.integers(0, cfg.vocab_size, (3, 11)).astype(np.int32)
     mask = np.ones_like(tokens)
-    mask[1, :3] = 0  # decoding continues left-padded prompts
-    mask[2, :6] = 0  # this row's prompt is all padding; its first real token is decoded
+    mask[0, 4:6] = 0  # a right-padded prompt, then decoding
+    mask[1, :3] = 0   # a left-padded prompt, then a left-padded suffix
+    mask[1, 6] = 0
+    mask[2, :6] = 0   # an all-padding prompt: the first real token is decoded
+    real = mask.astype(bool)
+    # The same real tokens, packed to the front of each row.
+    order = np.argsort(~real, axis=1, kind="stable")
+    packed, packed_mask = np.take_along_axis(tokens, order, 1), np.take_along_axis(mask, order, 1)
+    expected, _ = _forward(model.params, cfg, jnp.asarray(packed), attention_mask=jnp.asarray(packed_mask))
+    expected = np.asarray(expected)[packed_mask.astype(bool)]
+
     full, _ = _forward(model.params, cfg, jnp.asarray(tokens), attention_mask=jnp.asarray(mask))
+    assert float(np.abs(np.asarray(full)[real] - expected).max()) < TOL
+
     prefill = 6
     cache = qwen3_5.init_cache(cfg, 3, 16, jnp.float32)
     logits, cache = _forward(model.params, cfg, jnp.asarray(tokens[:, :prefill]),
@@ -163,13 +176,15 @@ def test_decode_steps_match_full_forward(tiny):
     steps = [logits]
     # A 2-token chunk continues the chunked form from the cached states; one-token steps then
     # take the recurrent path.
-    logits, cache = _forward(model.params, cfg, jnp.asarray(tokens[:, prefill:prefill + 2]), cache=cache)
+    logits, cache = _forward(model.params, cfg, jnp.asarray(tokens[:, prefill:prefill + 2]),
+                             attention_mask=jnp.asarray(mask[:, prefill:prefill + 2]), cache=cache)
     steps.append(logits)
     for s in range(prefill + 2, tokens.shape[1]):
         logits, cache = _forward(model.params, cfg, jnp.asarray(tokens[:, s:s + 1]), cache=cache)
         steps.append(logits)
     assert int(cache["index"]) == tokens.shape[1]
-    assert _max_err(jnp.concatenate(steps, axis=1), full, mask) < TOL
+    decoded = np.asarray(jnp.concatenate(steps, axis=1))[real]
+    assert float(np.abs(decoded - expected).max()) < TOL
 
 
 def test_bad_inputs_raise_clear_errors(tiny):
