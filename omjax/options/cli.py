@@ -15,7 +15,7 @@ import time
 
 from omjax.options.diagnostics import diagnose
 from omjax.options.menu import render_menu
-from omjax.options.records import read_records_jsonl, write_records_jsonl
+from omjax.options.records import load_npz, read_records_jsonl, save_npz, write_records_jsonl
 from omjax.options.registry import GAMES, guard_path, load_game, resolve_variant
 from omjax.options.synthesis import SynthesisConfig, certificate_violations, read_guards, synthesize, write_guards
 
@@ -31,9 +31,10 @@ def _parser(command: str) -> argparse.ArgumentParser:
         p.add_argument("--team", type=int, default=None, help="team burn-in episodes (default: the game's)")
         p.add_argument("--quiet", action="store_true", help="no progress bar")
     if command == "burnin":
-        p.add_argument("--out", required=True, help="records jsonl to write")
+        p.add_argument("--out", required=True, help="records file: .jsonl (paper format) or .npz (columnar)")
     if command == "guards":
-        p.add_argument("--records", default=None, help="synthesise from this records jsonl instead of a burn-in")
+        p.add_argument("--records", default=None,
+                       help="synthesise from this records file (.jsonl or .npz) instead of a burn-in")
         p.add_argument("--save-records", default=None, help="also write the burn-in records here (jsonl)")
         p.add_argument("--out", default=None, help="guard file (default: the shipped one for this game/layout)")
         p.add_argument("--min-support", type=int, default=SynthesisConfig.min_support)
@@ -86,7 +87,10 @@ def main(argv: list[str] | None = None) -> int:
 
     if command == "burnin":
         table, secs = _run_burnin(lib, variant, args)
-        write_records_jsonl(args.out, table, schema)
+        if args.out.endswith(".npz"):
+            save_npz(args.out, table)
+        else:
+            write_records_jsonl(args.out, table, schema)
         print(f"{len(table)} records in {secs:.2f} s -> {args.out}")
         print(diagnose(table, schema).render())
         return 0
@@ -95,7 +99,8 @@ def main(argv: list[str] | None = None) -> int:
         config = SynthesisConfig(min_explicit=args.min_explicit, min_support=args.min_support,
                                  max_literals=args.max_literals, solo_only_records=args.solo_only_records)
         if args.records:
-            table, secs = read_records_jsonl(args.records, schema), 0.0
+            table = load_npz(args.records) if args.records.endswith(".npz") else read_records_jsonl(args.records, schema)
+            secs = 0.0
         else:
             table, secs = _run_burnin(lib, variant, args)
             if args.save_records:
