@@ -145,25 +145,39 @@ def test_lora_matches_torch_with_merged_weights(tiny):
     assert _max_err(plain, expected, mask) > 100 * TOL  # the adapter does change the logits
 
 
-def test_decode_steps_match_full_forward(tiny):
+def test_padding_anywhere_and_cached_decoding_match_unpadded(tiny):
+    """Padding before, inside and after the real tokens, with and without a cache, computes what
+    the unpadded sequence does: the sliding window counts positions, not cache slots."""
     _, model = tiny
     cfg = model.config
     rng = np.random.default_rng(3)
     tokens = rng.integers(0, cfg.vocab_size, (3, 11)).astype(np.int32)
     mask = np.ones_like(tokens)
-    mask[1, :2] = 0  # decoding continues left-padded prompts
-    mask[2, :5] = 0
+    mask[0, 3:5] = 0  # a right-padded prompt, then decoding
+    mask[1, :2] = 0   # a left-padded prompt, then a left-padded suffix
+    mask[1, 5] = 0
+    mask[2, :5] = 0   # an all-padding prompt: the first real token is decoded
+    real = mask.astype(bool)
+    order = np.argsort(~real, axis=1, kind="stable")  # the same real tokens packed to the front
+    packed, packed_mask = np.take_along_axis(tokens, order, 1), np.take_along_axis(mask, order, 1)
+    expected, _ = _forward(model.params, cfg, jnp.asarray(packed), attention_mask=jnp.asarray(packed_mask))
+    expected = np.asarray(expected)[packed_mask.astype(bool)]
+
     full, _ = _forward(model.params, cfg, jnp.asarray(tokens), attention_mask=jnp.asarray(mask))
-    prefill = 5  # the 6 decoded steps run past the sliding window of 4
+    assert float(np.abs(np.asarray(full)[real] - expected).max()) < TOL
+
+    prefill = 5  # the 6 decoded tokens run past the sliding window of 4
     cache = gemma4.init_cache(cfg, 3, 16, jnp.float32)
     assert cache["layers"][4] == {} and cache["layers"][1]["k"].shape == (3, 16, 2, 32)
     logits, cache = _forward(model.params, cfg, jnp.asarray(tokens[:, :prefill]),
                              attention_mask=jnp.asarray(mask[:, :prefill]), cache=cache)
     steps = [logits]
     for s in range(prefill, tokens.shape[1]):
-        logits, cache = _forward(model.params, cfg, jnp.asarray(tokens[:, s:s + 1]), cache=cache)
+        logits, cache = _forward(model.params, cfg, jnp.asarray(tokens[:, s:s + 1]),
+                                 attention_mask=jnp.asarray(mask[:, s:s + 1]), cache=cache)
         steps.append(logits)
-    assert _max_err(jnp.concatenate(steps, axis=1), full, mask) < TOL
+    decoded = np.asarray(jnp.concatenate(steps, axis=1))[real]
+    assert float(np.abs(decoded - expected).max()) < TOL
 
 
 def test_bad_inputs_raise_clear_errors(tiny):
