@@ -21,7 +21,9 @@ The token embedding is scaled by sqrt(hidden_size) in the parameter dtype, as th
 Cache: the common `{"layers", "positions", "index"}` of `omjax.models.base`; a layer that
 computes keys holds `k`, `v` [B, S, K, Dh] of its own shape; a KV-shared layer holds `{}`.
 The full-length cache is masked to the window on sliding layers, so sliding layers keep every
-slot (simple and exact; memory grows with max_len, not with the window).
+slot (simple and exact; memory grows with max_len, not with the window). Padding may sit
+anywhere (e.g. before a cached shared prefix and again before each suffix): keys are masked by
+position and the window counts positions, not slots.
 
 LoRA targets: q, k, v, o, gate, up, down; KV-shared layers have no k or v, full-attention
 layers with `attention_k_eq_v` no v. The per-layer-input branch, the router and the experts
@@ -463,8 +465,9 @@ def forward(params: dict, cfg: Config, tokens: jax.Array, *,
             remat: bool = False) -> tuple[jax.Array, dict | None]:
     """Logits `[B, T, V]` f32 (`[B, 1, V]` with `last_only`) and the updated cache.
 
-    tokens: [B, T] int32; attention_mask: [B, T] (1 = real token, 0 = padding; left padding
-    when a cache or `last_only` is used); lora: one adapter tree (no agent axis);
+    tokens: [B, T] int32; attention_mask: [B, T] (1 = real token, 0 = padding, which may sit
+    anywhere; `last_only` reads the last slot, so pad on the left there); lora: one adapter
+    tree (no agent axis);
     lora_scale: `LoraConfig.scale`; cache: from `init_cache` or a previous call; remat:
     recompute each layer's activations in the backward pass.
     """

@@ -441,8 +441,9 @@ def forward(params: dict, cfg: Config, tokens: jax.Array, *,
             remat: bool = False) -> tuple[jax.Array, dict | None]:
     """Logits `[B, T, V]` f32 (`[B, 1, V]` with `last_only`) and the updated cache.
 
-    tokens: [B, T] int32; attention_mask: [B, T] (1 = real token, 0 = padding; left padding
-    when a cache or `last_only` is used); lora: one adapter tree (no agent axis);
+    tokens: [B, T] int32; attention_mask: [B, T] (1 = real token, 0 = padding, which may sit
+    anywhere; `last_only` reads the last slot, so pad on the left there); lora: one adapter
+    tree (no agent axis);
     lora_scale: `LoraConfig.scale`; cache: from `init_cache` or a previous call; remat:
     recompute each layer's activations in the backward pass.
     """
