@@ -172,6 +172,28 @@ def test_deliver_stays_for_the_agent_that_can_reach_a_station(lib):
     assert {it.opt for it in items} == {"pick_onion", "pick_dish", "wait"}
 
 
+def test_forced_coordination_keeps_start_cooking_for_the_pot_side():
+    """No single agent can fill a pot on forced_coordination, so start_cooking never succeeds in a
+    solo episode; synthesis falls back to uncontested team records and the option stays usable."""
+    lib = oc.library("forced_coordination")
+    guards = shipped("forced_coordination")
+    assert not any(g.opt == "start_cooking" and g.when == {"held": "none"} for g in guards)
+    state = _with(initial_state(lib.layout), pot_onions=[3, 0])
+    pot_side = next(a for a in range(lib.num_agents) if tuple(np.asarray(state.pos[a])) == (3, 1))
+    items = lib.menu(state, pot_side, guards, np.random.default_rng(0))
+    assert [it.target for it in items if it.opt == "start_cooking"] == [tuple(int(v) for v in lib.layout.pot_pos[0])]
+    other = 1 - pot_side
+    assert not any(it.opt == "start_cooking" for it in lib.menu(state, other, guards, np.random.default_rng(0)))
+
+
+def test_start_menu_letters_are_seeded():
+    guards = shipped(AA)
+    menus = {seed: [(it.letter, it.label) for it in oc.start_menu(AA, seed, 1, guards)] for seed in range(12)}
+    assert menus[3] == [(it.letter, it.label) for it in oc.start_menu(AA, 3, 1, guards)]
+    assert len({tuple(m) for m in menus.values()}) > 1
+    assert all(sorted(label for _, label in m) == sorted(label for _, label in menus[0]) for m in menus.values())
+
+
 def random_states(lib, rng, n):
     """n random, valid-looking states: distinct floor cells, any facing, items, counters, pots."""
     lay = lib.layout
