@@ -84,7 +84,8 @@ def test_a_dead_patch_has_no_path_to_an_apple(env):
     assert not mp.live_failures(lib, ctx, bare, 3, Instance(opt(lib, "walk_to_patch"), anchor)).any()
 
 
-@pytest.mark.parametrize("variant", ["lib_b"])
+@pytest.mark.slow  # the shipped burn-in logs below carry the certificate test by default
+@pytest.mark.parametrize("variant", harvest.VARIANTS)
 def test_certificate_on_a_fresh_burnin(variant):
     table = harvest.burnin(variant, 1, 1, seed=5, progress=False, episode_length=50)
     assert len(table) > 20
