@@ -93,3 +93,29 @@ def test_shared_lora_trains_one_adapter_on_all_decisions(tiny_model, tmp_path):
     assert jax.tree.leaves(state.bank)[0].shape[0] == 1
     state, row, _ = trainer.round(state)
     assert row["grad_steps"] == [2 * 48 // 8]  # E epochs x (3 agents x 16 decisions / minibatch 8)
+
+
+def test_frozen_base_collects_but_never_updates(tiny_model, tmp_path):
+    trainer = Trainer(config(tmp_path, "train.rounds=1", "train.train=false"), model=tiny_model,
+                      game=MenuBandit(N_AGENTS, 2))
+    state0 = trainer.init_state()
+    state1, row, batch = trainer.round(state0)
+    assert not row["updated"] and row["kl"] is None and len(batch.decisions) == 8 * 2 * N_AGENTS
+    for a, b in zip(jax.tree.leaves(state0.bank), jax.tree.leaves(state1.bank)):
+        np.testing.assert_array_equal(a, b)
+
+
+@pytest.mark.slow
+def test_sample_mode_generates_parses_and_updates(tiny_model, tmp_path):
+    """Sampled two-line replies: unparsable ones fall back to `wait` and are counted; the update
+    uses the per-token k3 KL and starts at ratio 1."""
+    trainer = Trainer(config(tmp_path, "train.rounds=1", "policy.decision_mode=sample", "policy.max_new_tokens=6"),
+                      model=tiny_model, game=MenuBandit(N_AGENTS, 2))
+    state, row, batch = trainer.round(trainer.init_state())
+    assert sum(row["parse_failures_per_agent"]) == sum(not d.parsed for d in batch.decisions)
+    for d in batch.decisions:
+        assert 1 <= len(d.reply_ids) <= 6
+        if not d.parsed:
+            assert d.action == 0  # the bandit's fallback entry
+    if row["updated"]:
+        assert row["ratio_first_step"] == [1.0] * N_AGENTS and row["kl"] >= 0
