@@ -77,27 +77,6 @@ def progress_rewards(state, next_state) -> jax.Array:
     return ONION_IN_POT_BONUS * onions + DISH_PICKUP_BONUS * dishes + SOUP_PICKUP_BONUS * plated
 
 
-def delivery_rewards(layout, state, next_state) -> jax.Array:
-    """Team sparse reward of one Overcooked step, read off the state change.
-
-    A soup leaves an agent's hands while it faces a serving cell only by being delivered, which
-    scores the layout's value of that soup; the option executor does not expose the env's
-    reward, and this is exactly it (tested against `transition`).
-    """
-    from omjax.envs.overcooked.items import DIR_VEC, Item, soup_onions, soup_tomatoes
-    from omjax.envs.overcooked.layout import Terrain
-
-    held, after = state.held, next_state.held  # [A]
-    front = state.pos + jnp.asarray(DIR_VEC)[state.facing]  # [A, 2]
-    grid = jnp.asarray(layout.grid)
-    h, w = grid.shape
-    inside = (front[:, 0] >= 0) & (front[:, 0] < w) & (front[:, 1] >= 0) & (front[:, 1] < h)
-    at_serving = inside & (grid[jnp.clip(front[:, 1], 0, h - 1), jnp.clip(front[:, 0], 0, w - 1)] == Terrain.SERVING)
-    delivered = at_serving & (held >= Item.SOUP) & (after == Item.NONE)
-    value = jnp.asarray(layout.soup_value)[soup_onions(held), soup_tomatoes(held)]
-    return jnp.sum(jnp.where(delivered, value, 0.0))
-
-
 class OvercookedGame:
     """K Overcooked-AI episodes with the option library of `omjax.options.overcooked`."""
 
@@ -115,14 +94,14 @@ class OvercookedGame:
         self._prompts = prompts
         self._system = prompts.system_message(self.n_agents, self.delivery_reward)
         self._wait = int(np.nonzero(self.lib.inst_wait)[0][0])
-        lib, lay = self.lib, self.layout
+        lib = self.lib
         active = jnp.ones(self.n_agents, bool)
 
         shaping = float(reward_shaping)
 
         def one(state, ex, choice):
-            nxt, ex, _ = lib.option_step(state, ex, choice, active)
-            reward = delivery_rewards(lay, state, nxt)
+            nxt, ex, _, sparse = lib.option_step(state, ex, choice, active)
+            reward = jnp.sum(sparse)  # the team reward: every agent's deliveries, shared
             if shaping:
                 reward = reward + shaping * progress_rewards(state, nxt)
             return nxt, ex, reward
