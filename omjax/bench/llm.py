@@ -127,9 +127,9 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m omjax.bench llm", description=__doc__.split("\n")[0])
     ap.add_argument("--model", default="smollm2-135m")
     ap.add_argument("--agents", type=int, default=2, help="agents (one private LoRA each)")
-    ap.add_argument("--decisions", type=int, default=8, help="decisions per agent per call")
-    ap.add_argument("--prefill-batch", type=int, default=8)
-    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--decisions", type=int, default=4, help="decisions per agent per call")
+    ap.add_argument("--prefill-batch", type=int, default=4)
+    ap.add_argument("--repeats", type=int, default=2)
     ap.add_argument("--threads", type=int, default=int(os.environ.get("OMJAX_BENCH_THREADS", "0")),
                     help="torch intra-op threads (0 = torch default)")
     args = ap.parse_args(argv)

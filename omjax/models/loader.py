@@ -315,3 +315,17 @@ def gguf_snapshot(path: Path) -> Path:
         if tmp.exists():
             shutil.rmtree(tmp, ignore_errors=True)
     return out
+
+
+def load_config(path_or_name: str | os.PathLike):
+    """The family `Config` of a snapshot or GGUF without reading any weights (for arithmetic
+    such as `memory_estimate`)."""
+    path = resolve(path_or_name)
+    if path.suffix == ".gguf":
+        path = gguf_snapshot(path)
+    cfg_file = path / "config.json"
+    if not cfg_file.exists():
+        raise FileNotFoundError(f"{cfg_file} is missing: not a Hugging Face snapshot")
+    hf = json.loads(cfg_file.read_text())
+    hf = hf.get("text_config", hf) if "text_config" in hf else hf
+    return _family(hf.get("model_type", "<missing model_type>")).config_from_hf(hf)

@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from omjax.models import inference, load, memory_estimate
-from omjax.models.loader import resolve
+from omjax.models.loader import load_config, resolve
 
 jax.config.update("jax_default_matmul_precision", "highest")
 
@@ -51,6 +51,7 @@ def test_config_and_every_tensor_match_transformers(ours, reference):
         meta["num_hidden_layers"], meta["hidden_size"], meta["num_attention_heads"],
         meta["num_key_value_heads"], meta["vocab_size"])
     assert cfg.tie_embeddings and cfg.rope_theta == meta["rope_theta"]
+    assert load_config("smollm2-135m") == cfg
     p = ours.params
     np.testing.assert_array_equal(np.asarray(p["embed"]), tensors["model.embed_tokens.weight"].numpy())
     names = {"q": "self_attn.q_proj", "k": "self_attn.k_proj", "v": "self_attn.v_proj",
