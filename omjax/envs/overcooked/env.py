@@ -104,6 +104,10 @@ def initial_state(layout: Layout) -> State:
 # terrain there and the pot there (index + 1, 0 for none), packed so that one gather reads all three.
 _CELL_BITS = 16
 _TERRAIN_BITS = 4
+# Bit layout of a pot inside `_resolve_interacts` (see there).
+_INGREDIENT_MASK = 15
+_READY_BIT = 4
+_TICK_SHIFT = 5
 
 
 class _Tables:
@@ -162,99 +166,126 @@ def _cook_time_of(layout: Layout, onions: jax.Array, tomatoes: jax.Array) -> jax
 
 
 def _resolve_interacts(layout: Layout, state: State, actions: jax.Array):
-    """Apply every agent's INTERACT in agent order. Returns (state, sparse [A], shaped [A], events)."""
+    """Apply every agent's INTERACT in agent order. Returns (state, sparse [A], shaped [A], events).
+
+    What an agent faces, holds and asks for does not depend on the other agents' interacts, so it
+    is computed for all agents at once; only counter and pot contents, which an earlier agent may
+    have changed, are read and written one agent after the other.
+    """
     tables = _tables(layout)
     height, width = layout.height, layout.width
     pots = jnp.arange(layout.num_pots)
     num_agents = layout.num_agents
 
-    held = state.held
+    # [A] each: the faced cell, its terrain and pot, and what the agent holds.
+    cell_here = state.pos[:, 1] * width + state.pos[:, 0]
+    faced = jnp.asarray(tables.facing)[cell_here * len(DIR_VEC) + state.facing]
+    cell = faced & ((1 << _CELL_BITS) - 1)
+    terrain = (faced >> _CELL_BITS) & ((1 << _TERRAIN_BITS) - 1)
+    pot = (faced >> (_CELL_BITS + _TERRAIN_BITS)) - 1  # -1 when the faced cell is no pot
+    interact = actions == Action.INTERACT
+    hand = state.held
+    empty_hand = hand == Item.NONE
+    at_counter = interact & (terrain == Terrain.COUNTER)
+    at_pot = interact & (terrain == Terrain.POT)
+    take_onion = interact & (terrain == Terrain.ONION_DISPENSER) & empty_hand
+    take_tomato = interact & (terrain == Terrain.TOMATO_DISPENSER) & empty_hand
+    take_dish = interact & (terrain == Terrain.DISH_DISPENSER) & empty_hand
+    deliver = interact & (terrain == Terrain.SERVING) & is_soup(hand)
+    sparse = jnp.where(deliver, jnp.asarray(tables.value_of_item)[hand], 0.0)  # [A]
+    wants_cook = at_pot & empty_hand
+    wants_plate = at_pot & (hand == Item.DISH)
+    wants_add = at_pot & ((hand == Item.ONION) | (hand == Item.TOMATO))
+    pot_mask = pots[None, :] == pot[:, None]  # [A, P]
+
     counter = state.counter.reshape(-1)  # [H*W]
-    onions, tomatoes, tick = state.pot_onions, state.pot_tomatoes, state.pot_tick  # [P] each
-    # A pot's ingredients only change while it is idle, and a pot started this step has tick 0,
-    # below any cook time, so readiness can use the cook times of the ingredients at the start.
-    cook_time = _cook_time_of(layout, onions, tomatoes)  # [P]
-    # Shaped dish reward looks at pot phases as they were before anyone interacted, and at dishes
-    # on counters as they are when the dish is taken.
-    phase0 = pot_phase(layout, state)
-    non_empty_pots = jnp.sum((phase0 == PotPhase.FILLING) | (phase0 == PotPhase.COOKING)
-                             | (phase0 == PotPhase.READY))
-    dishes_on_counters = jnp.sum(counter == Item.DISH)
-    sparse, shaped, events = [], [], {name: [] for name in EVENTS}
+    # Each pot as one int32 for the sequential part, so that an agent reads its pot with one
+    # masked sum and writes it with one select: bits 0-3 hold the ingredients as in a soup's item
+    # code (onions + 4 * tomatoes), bit 4 is set while the soup is ready, bits 5+ hold tick + 1
+    # (0 = idle). Readiness is fixed for the step except by plating, which empties the pot: a pot
+    # started now has tick 0, below any cook time (>= 1).
+    ingredients = state.pot_onions + (MAX_INGREDIENTS + 1) * state.pot_tomatoes  # [P]
+    ready = (state.pot_tick >= 0) & (state.pot_tick >= _cook_time_of(layout, state.pot_onions,
+                                                                      state.pot_tomatoes))
+    pot_code = ingredients | (ready.astype(jnp.int32) << _READY_BIT) | ((state.pot_tick + 1) << _TICK_SHIFT)
+    is_onion = hand == Item.ONION
+    on_counter, drop, pick, start_cook, plate, add, soup = ([] for _ in range(7))
     for i in range(num_agents):
-        cell_here = state.pos[i, 1] * width + state.pos[i, 0]
-        faced = jnp.asarray(tables.facing)[cell_here * len(DIR_VEC) + state.facing[i]]
-        cell = faced & ((1 << _CELL_BITS) - 1)
-        terrain = (faced >> _CELL_BITS) & ((1 << _TERRAIN_BITS) - 1)
-        pot = (faced >> (_CELL_BITS + _TERRAIN_BITS)) - 1  # -1 when the target is no pot
-        interact = actions[i] == Action.INTERACT
-        hand = held[i]
-        on_counter = counter[cell]
-        pot_mask = pots == pot  # [P]
-        p_on = jnp.sum(jnp.where(pot_mask, onions, 0))
-        p_to = jnp.sum(jnp.where(pot_mask, tomatoes, 0))
-        p_tick = jnp.sum(jnp.where(pot_mask, tick, 0))
-        p_idle = p_tick < 0
-        p_ready = ~p_idle & (p_tick >= jnp.sum(jnp.where(pot_mask, cook_time, 0)))
-        empty_hand = hand == Item.NONE
-        ingredient = (hand == Item.ONION) | (hand == Item.TOMATO)
-
-        at = lambda t: interact & (terrain == t)  # noqa: E731
-        drop = at(Terrain.COUNTER) & ~empty_hand & (on_counter == Item.NONE)
-        pick = at(Terrain.COUNTER) & empty_hand & (on_counter != Item.NONE)
-        take_onion = at(Terrain.ONION_DISPENSER) & empty_hand
-        take_tomato = at(Terrain.TOMATO_DISPENSER) & empty_hand
-        take_dish = at(Terrain.DISH_DISPENSER) & empty_hand
-        start_cook = at(Terrain.POT) & empty_hand & p_idle & (p_on + p_to > 0)
-        plate = at(Terrain.POT) & (hand == Item.DISH) & p_ready
-        add = at(Terrain.POT) & ingredient & p_idle & (p_on + p_to < MAX_INGREDIENTS)
-        deliver = at(Terrain.SERVING) & is_soup(hand)
-
-        # is_dish_pickup_useful is defined by overcooked_ai_py for exactly two players only.
-        dish_useful = ((num_agents == 2) & (dishes_on_counters == 0)
-                       & (jnp.sum(held == Item.DISH) < non_empty_pots))
-        picked = jnp.where(pick, on_counter, Item.NONE)
-        dropped = jnp.where(drop, hand, Item.NONE)
-        dishes_on_counters = dishes_on_counters + (dropped == Item.DISH) - (picked == Item.DISH)
-        events["onion_pickup"].append(take_onion | (picked == Item.ONION))
-        # overcooked_ai_py logs no event for taking a tomato from its dispenser.
-        events["tomato_pickup"].append(picked == Item.TOMATO)
-        events["dish_pickup"].append(take_dish | (picked == Item.DISH))
-        events["soup_pickup"].append(plate | is_soup(picked))
-        events["onion_drop"].append(dropped == Item.ONION)
-        events["tomato_drop"].append(dropped == Item.TOMATO)
-        events["dish_drop"].append(dropped == Item.DISH)
-        events["soup_drop"].append(is_soup(dropped))
-        events["potting_onion"].append(add & (hand == Item.ONION))
-        events["potting_tomato"].append(add & (hand == Item.TOMATO))
-        events["cook_start"].append(start_cook)
-        events["soup_delivery"].append(deliver)
-        sparse.append(jnp.where(deliver, jnp.asarray(tables.value_of_item)[hand], 0.0))
-        shaped.append(PLACEMENT_IN_POT_REW * add + SOUP_PICKUP_REWARD * plate
-                      + DISH_PICKUP_REWARD * (take_dish & dish_useful))
-
-        new_hand = jnp.select(
-            [drop | deliver, pick, take_onion, take_tomato, take_dish, plate, add],
-            [Item.NONE, on_counter, Item.ONION, Item.TOMATO, Item.DISH,
-             soup_item(p_on, p_to), Item.NONE],
-            hand)
-        held = held.at[i].set(new_hand.astype(jnp.int32))
+        seen = counter[cell[i]]
+        drop_i = at_counter[i] & ~empty_hand[i] & (seen == Item.NONE)
+        pick_i = at_counter[i] & empty_hand[i] & (seen != Item.NONE)
         # A one-cell update: vmapped, XLA turns it into a scatter of one entry per env, far
         # cheaper than selecting over every cell of every env.
-        counter = counter.at[cell].set(jnp.where(drop, hand, jnp.where(pick, Item.NONE, on_counter)),
-                                       indices_are_sorted=True, unique_indices=True,
-                                       mode="promise_in_bounds")
-        onions = onions + (pot_mask & add & (hand == Item.ONION))
-        tomatoes = tomatoes + (pot_mask & add & (hand == Item.TOMATO))
-        # Plating empties the pot (overcooked_ai_py removes the soup object).
-        onions = jnp.where(pot_mask & plate, 0, onions)
-        tomatoes = jnp.where(pot_mask & plate, 0, tomatoes)
-        tick = jnp.where(pot_mask & plate, POT_IDLE, jnp.where(pot_mask & start_cook, 0, tick))
+        counter = counter.at[cell[i]].set(jnp.where(drop_i, hand[i], jnp.where(pick_i, Item.NONE, seen)),
+                                          indices_are_sorted=True, unique_indices=True,
+                                          mode="promise_in_bounds")
+        mask = pot_mask[i]  # [P]
+        code = jnp.sum(jnp.where(mask, pot_code, 0))
+        contents = code & _INGREDIENT_MASK
+        count = (contents & MAX_INGREDIENTS) + (contents >> 2)
+        idle = code < (1 << _TICK_SHIFT)
+        start_i = wants_cook[i] & idle & (count > 0)
+        plate_i = wants_plate[i] & ((code >> _READY_BIT) & 1).astype(bool)
+        add_i = wants_add[i] & idle & (count < MAX_INGREDIENTS)
+        new_code = jnp.where(plate_i, 0, jnp.where(start_i, contents | (1 << _TICK_SHIFT),
+                                                   code + add_i * jnp.where(is_onion[i], 1, MAX_INGREDIENTS + 1)))
+        pot_code = jnp.where(mask, new_code, pot_code)
+        for acc, value in zip((on_counter, drop, pick, start_cook, plate, add, soup),
+                              (seen, drop_i, pick_i, start_i, plate_i, add_i, Item.SOUP + contents)):
+            acc.append(value)
+    on_counter, drop, pick, start_cook, plate, add, soup = (
+        jnp.stack(acc) for acc in (on_counter, drop, pick, start_cook, plate, add, soup))  # [A] each
+    onions = pot_code & MAX_INGREDIENTS
+    tomatoes = (pot_code & _INGREDIENT_MASK) >> 2
+    tick = (pot_code >> _TICK_SHIFT) - 1
 
-    state = state.replace(held=held, counter=counter.reshape(height, width), pot_onions=onions,
-                          pot_tomatoes=tomatoes, pot_tick=tick)
-    events = {name: jnp.stack(flags) for name, flags in events.items()}  # each bool [A]
-    return state, jnp.stack(sparse).astype(jnp.float32), jnp.stack(shaped).astype(jnp.float32), events
+    held = jnp.select([drop | deliver | add, pick, take_onion, take_tomato, take_dish, plate],
+                      [Item.NONE, on_counter, Item.ONION, Item.TOMATO, Item.DISH, soup], hand)
+    start = state
+    state = state.replace(held=held.astype(jnp.int32), counter=counter.reshape(height, width),
+                          pot_onions=onions, pot_tomatoes=tomatoes, pot_tick=tick)
+    picked = jnp.where(pick, on_counter, Item.NONE)  # [A]
+    dropped = jnp.where(drop, hand, Item.NONE)  # [A]
+    events = {
+        "onion_pickup": take_onion | (picked == Item.ONION),
+        # overcooked_ai_py logs no event for taking a tomato from its dispenser.
+        "tomato_pickup": picked == Item.TOMATO,
+        "dish_pickup": take_dish | (picked == Item.DISH),
+        "soup_pickup": plate | is_soup(picked),
+        "onion_drop": dropped == Item.ONION,
+        "tomato_drop": dropped == Item.TOMATO,
+        "dish_drop": dropped == Item.DISH,
+        "soup_drop": is_soup(dropped),
+        "potting_onion": add & (hand == Item.ONION),
+        "potting_tomato": add & (hand == Item.TOMATO),
+        "cook_start": start_cook,
+        "soup_delivery": deliver,
+    }
+    shaped = (PLACEMENT_IN_POT_REW * add + SOUP_PICKUP_REWARD * plate
+              + DISH_PICKUP_REWARD * (take_dish & _dish_pickup_useful(layout, start, hand, held, dropped, picked)))
+    return state, sparse.astype(jnp.float32), shaped.astype(jnp.float32), events
+
+
+def _dish_pickup_useful(layout: Layout, start: State, hand, held, dropped, picked) -> jax.Array:
+    """bool [A]: overcooked_ai_py `is_dish_pickup_useful` as each agent's interact sees it.
+
+    Useful when no dish lies on a counter and fewer dishes are held than pots are non-empty
+    (filling, cooking or ready) at the start of the step; dishes on counters and in hands are
+    counted after the interacts of the agents before. overcooked_ai_py defines it for exactly two
+    players and says False otherwise. `start` is the state before the interacts; `hand` the items
+    held then, `held` after, `dropped` / `picked` the items each agent put on / took from a counter.
+    """
+    num_agents = layout.num_agents
+    if num_agents != 2:
+        return jnp.zeros(num_agents, bool)
+    phase = pot_phase(layout, start)  # [P]
+    non_empty_pots = jnp.sum((phase == PotPhase.FILLING) | (phase == PotPhase.COOKING)
+                             | (phase == PotPhase.READY))
+    before = jnp.tril(jnp.ones((num_agents, num_agents), bool), k=-1)  # [i, j]: j acts before i
+    dishes_on_counters = jnp.sum(start.counter == Item.DISH) + jnp.sum(
+        before & ((dropped == Item.DISH).astype(jnp.int32) - (picked == Item.DISH))[None, :], axis=1)  # [A]
+    dishes_held = jnp.sum(jnp.where(before, held[None, :] == Item.DISH, hand[None, :] == Item.DISH), axis=1)
+    return (dishes_on_counters == 0) & (dishes_held < non_empty_pots)
 
 
 def _resolve_movement(layout: Layout, state: State, actions: jax.Array) -> State:
