@@ -84,14 +84,6 @@ class Substrate:
     def num_players(self) -> int:
         return len(config_module(self.name).get_config().default_player_roles)
 
-    @property
-    def height(self) -> int:
-        return len(self.ascii_map)
-
-    @property
-    def width(self) -> int:
-        return len(self.ascii_map[0])
-
     def sprite_id(self, name: str) -> int:
         """Id of sprite `name` (orientation N) in the `LAYER` observation.
 
