@@ -1,1 +1,14 @@
-"""PA-MAGRPO training: cohort advantages, the vmapped per-agent update, rollouts, checkpoints."""
+"""PA-MAGRPO training (paper §5.2, Algorithm 1).
+
+* `grpo`: cohort advantages, clipped surrogate, exact-menu and k3 KL (pure array functions).
+* `update`: the one-agent PPO-clipped update against an abstract policy function, lifted to the
+  adapter bank with `jax.vmap` and jitted (`make_bank_update`).
+* `policy`: LLM policies over menus: `LetterPolicy` (constrained letter scoring) and
+  `SamplePolicy` (generated two-line replies), per-row adapters gathered from the bank.
+* `games`: K joint episodes of a game behind the `Game` protocol; `register_game(game,
+  interface, factory)` is the hook for more games and the ablation interfaces.
+* `rollout`: the engine (asynchronous option decisions, one batched LLM call per env step,
+  per-decision records) and the padded per-adapter update batches.
+* `checkpoint`, `metrics`: orbax round/best checkpoints; metrics.jsonl, learning-curve PNG.
+* `trainer`: `Trainer(cfg).run(resume=...)`; `cli`: `omjax train`.
+"""
