@@ -54,7 +54,12 @@ class LoRAConfig:
     drawn from the seed and B starts at zero, so a fresh adapter is exactly the base model."""
 
 
+    top_layers: int = 0
+    """Put adapters only on the last n decoder layers (0: every layer). Gradients then stop at
+    the lowest adapted layer, which makes CPU updates cheaper."""
+
     def __post_init__(self) -> None:
+        _check(self.top_layers >= 0, "lora.top_layers", f"must be >= 0, got {self.top_layers}")
         _check(self.rank >= 1, "lora.rank", f"must be >= 1, got {self.rank}")
         _check(self.alpha > 0, "lora.alpha", f"must be > 0, got {self.alpha}")
         _check(len(self.targets) > 0, "lora.targets", "must name at least one projection")

@@ -95,6 +95,11 @@ class Trainer:
     def init_state(self) -> TrainState:
         """Fresh adapters (A from the seed, B zero), Adam state, RNG; one compiled program."""
         shapes = self.model.family.lora_shapes(self.model.config)
+        top = self.cfg.lora.top_layers
+        if top:
+            if top > len(shapes):
+                raise ValueError(f"lora.top_layers={top} but the backbone has {len(shapes)} layers")
+            shapes = [s if i >= len(shapes) - top else {} for i, s in enumerate(shapes)]
 
         def init(seed):
             key, k_lora = jax.random.split(jax.random.PRNGKey(seed))

@@ -119,3 +119,13 @@ def test_sample_mode_generates_parses_and_updates(tiny_model, tmp_path):
             assert d.action == 0  # the bandit's fallback entry
     if row["updated"]:
         assert row["ratio_first_step"] == [1.0] * N_AGENTS and row["kl"] >= 0
+
+
+@pytest.mark.slow
+def test_top_layer_adapters_leave_lower_layers_bare(tiny_model, tmp_path):
+    trainer = Trainer(config(tmp_path, "train.rounds=1", "lora.top_layers=1"), model=tiny_model,
+                      game=MenuBandit(N_AGENTS, 2))
+    state = trainer.init_state()
+    assert state.bank["layers"][0] == {} and set(state.bank["layers"][1]) == {"q", "v", "o", "up", "down"}
+    state, row, _ = trainer.round(state)
+    assert row["updated"] and row["ratio_first_step"] == [1.0] * N_AGENTS
