@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from omjax.models import inference, load, memory_estimate
-from omjax.models.loader import load_config, resolve
+from omjax.models.loader import gguf_snapshot, load_config, read_snapshot, resolve
 
 jax.config.update("jax_default_matmul_precision", "highest")
 
@@ -32,12 +32,14 @@ def reference(ours):
     from transformers.modeling_gguf_pytorch_utils import load_gguf_checkpoint
 
     path = resolve("smollm2-135m")
-    meta = load_gguf_checkpoint(str(path))["config"]
-    tcfg = LlamaConfig(**{k: v for k, v in meta.items() if k != "model_type"})
+    # The skeleton only maps GGUF names to module names; its shapes come from our config, and
+    # the test below checks that config against the one transformers parses from the file.
+    hf, _ = read_snapshot(gguf_snapshot(path))
     with torch.device("meta"):
-        skeleton = LlamaForCausalLM(tcfg)
-    tensors = load_gguf_checkpoint(str(path), return_tensors=True, model_to_load=skeleton)["tensors"]
-    tm = LlamaForCausalLM(tcfg)
+        skeleton = LlamaForCausalLM(LlamaConfig(**{k: v for k, v in hf.items() if k != "model_type"}))
+    parsed = load_gguf_checkpoint(str(path), return_tensors=True, model_to_load=skeleton)
+    tensors, meta = parsed["tensors"], parsed["config"]
+    tm = LlamaForCausalLM(LlamaConfig(**{k: v for k, v in meta.items() if k != "model_type"}))
     missing, unexpected = tm.load_state_dict(tensors, strict=False)
     assert not unexpected and set(missing) <= {"lm_head.weight"}
     tm.tie_weights()
