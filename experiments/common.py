@@ -11,8 +11,8 @@ last), and a training run that stopped part-way is resumed from its newest check
     <root>/table2/<game>/<cell>/...
     <root>/figures/fig1.png, fig2.png, fig3.png (+ .json summaries)
 
-`--cpu` selects the CPU scale (SmolLM2-135M, 40-step episodes, 2 rounds of 2 rollouts, 3
-evaluation episodes) that a 2-core machine runs; the default is the paper's scale.
+`--cpu` selects the CPU scale (SmolLM2-135M, the quick-start config's short episodes, 2 rounds of
+2 rollouts, 3 evaluation episodes) that a 2-core machine runs; the default is the paper's scale.
 """
 
 from __future__ import annotations
@@ -87,8 +87,7 @@ CPU = Scale(
     backbones=("smollm2",),
     seeds=(0, 1),
     games=("overcooked_aa",),
-    overrides=("model.name=smollm2-135m", "env.horizon=40", "train.rounds=2", "train.rollouts=2",
-               "run.progress=false"),
+    overrides=("model.name=smollm2-135m", "train.rounds=2", "train.rollouts=2", "run.progress=false"),
     eval_episodes=3,
     harvest_eval_horizon=100,
 )

@@ -36,6 +36,7 @@ def test_notebook_runs_with_a_tiny_model(tmp_path):
 
     model_dir = write_tiny_llama(tmp_path / "tiny_llama")
     notebook = _execute({"OMJAX_NOTEBOOK_MODEL": str(model_dir), "OMJAX_NOTEBOOK_HORIZON": "3",
+                         "OMJAX_NOTEBOOK_OVERRIDES": "lora.top_layers=0",
                          "JAX_PLATFORMS": "cpu"}, timeout=900)
     text = _outputs(notebook)
     assert "guards adopted, certificate violations: 0" in text

@@ -17,6 +17,7 @@ bootstrap CIs, per-agent tables, and two-sided Mann-Whitney U against every `--c
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import sys
 from pathlib import Path
@@ -236,6 +237,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"omjax eval: {e}", file=sys.stderr)
         return 2
 
+    # Evaluation scores the task alone (deliveries, apples): a training-time progress bonus would
+    # inflate the returns the tables and tests compare.
+    cfg = dataclasses.replace(cfg, env=dataclasses.replace(cfg.env, reward_shaping=0.0))
     trainer, bank = load_policy(cfg, Path(args.checkpoint) if args.checkpoint else None, args.which)
     if trainer is None:
         return 2

@@ -12,7 +12,7 @@ sys.path.insert(0, str(EXPERIMENTS))
 
 def tiny(model_dir):
     return [f"model.name={model_dir}", "env.horizon=2", "train.rounds=1", "train.rollouts=2",
-            "train.minibatch_size=4", "lora.rank=2", "lora.targets=q,v", "policy.max_new_tokens=6",
+            "train.minibatch_size=4", "lora.rank=2", "lora.targets=q,v", "lora.top_layers=0", "policy.max_new_tokens=6",
             "run.progress=false", "run.save_decisions=false"]
 
 
