@@ -49,7 +49,9 @@ def make_rollout(env, batch: int, steps: int, consume_obs: bool):
     @jax.jit
     def rollout(key, states):
         k_act, k_step = jax.random.split(key)
-        actions = random_actions(k_act, (steps, batch, env.num_agents))  # [T, B, A]
+        # Drawn flat and reshaped (free): drawing [T, B, A] directly costs a layout copy on the CPU.
+        actions = random_actions(k_act, (steps * batch * env.num_agents,))
+        actions = actions.reshape(steps, batch, env.num_agents)  # [T, B, A]
         carry = (states, jnp.zeros(batch, jnp.float32), jnp.zeros(batch, jnp.int32))
         (states, total, checksum), _ = jax.lax.scan(body, carry, (jax.random.split(k_step, steps), actions))
         return states, total, checksum
