@@ -30,11 +30,6 @@ from omjax.train.update import PolicyOut
 _MASKED = -1e9
 
 
-def round_up(n: int, step: int) -> int:
-    """n rounded up to a multiple of `step` (at least `step`): bucketed shapes compile once."""
-    return max(step, -(-n // step) * step)
-
-
 def pow2_at_least(n: int, floor: int = 1) -> int:
     out = floor
     while out < n:

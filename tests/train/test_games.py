@@ -1,6 +1,5 @@
 """The Overcooked game adapter of the rollout engine."""
 
-import jax
 import numpy as np
 import pytest
 

@@ -26,7 +26,6 @@ def pay_probability(trainer, bank):
     game = trainer.game
     game.reset([0])
     from omjax.prompts import Memory, format_reply, render_chat
-    from omjax.train.rollout import Request
 
     menu = game.menu(0, 0, None)
     prompt = render_chat(trainer.model.tokenizer, game.system_message(),
