@@ -250,3 +250,48 @@ def test_lora_save_restore_roundtrip(tmp_path):
     assert "down" not in bank["layers"][0]
     with pytest.raises(ValueError, match="unknown LoRA targets"):
         lora.LoraConfig(targets=("qkv",))
+
+
+def test_per_agent_menu_scoring_with_shared_prefix_equals_separate_calls(tiny_qwen3):
+    _, path = tiny_qwen3
+    m = load(path, dtype=jnp.float32, with_tokenizer=False)
+    fam, cfg = m.family, m.config
+    n_agents, n_prompts = 2, 3
+    lcfg = lora.LoraConfig(rank=2, alpha=4.0, targets=("q", "k", "v", "up"))
+    bank = lora.init_lora(jax.random.PRNGKey(5), fam.lora_shapes(cfg), lcfg, n_agents)
+    bank = jax.tree.map(lambda x: x + 0.05, bank)
+    rng = np.random.RandomState(6)
+    prefix = rng.randint(0, V, 5).tolist()
+    suffixes = [[rng.randint(0, V, n).tolist() for n in (4, 2, 6)] for _ in range(n_agents)]
+    letters = jnp.asarray([3, 9, 27, 81], jnp.int32)
+    allowed = np.ones((n_agents, n_prompts, 4), bool)
+    allowed[0, 1, 3] = allowed[1, 2, :2] = False
+
+    full = [inference.left_pad([prefix + s for s in agent], length=16) for agent in suffixes]
+    tokens = jnp.asarray(np.stack([t for t, _ in full]))                    # [A, B, T]
+    mask = jnp.asarray(np.stack([mk for _, mk in full]))
+    # Jitted, as in training: eager dispatch of every op would dominate this test's runtime.
+    together = np.asarray(jax.jit(lambda t, mk, al, b: inference.agent_choice_logprobs(
+        fam, m.params, cfg, t, mk, letters, al, b, lora_scale=lcfg.scale))(
+        tokens, mask, jnp.asarray(allowed), bank))                         # [A, B, L]
+    assert together.shape == (n_agents, n_prompts, 4)
+    for a in range(n_agents):
+        alone = jax.jit(lambda t, mk, al, ad: inference.choice_logprobs(
+            fam, m.params, cfg, t, mk, letters, al, lora=ad, lora_scale=lcfg.scale))(
+            tokens[a], mask[a], jnp.asarray(allowed[a]), lora.agent(bank, a))
+        np.testing.assert_allclose(together[a], np.asarray(alone), atol=1e-5)
+
+    # The decision path: per-agent prefix caches (prefilled under each adapter) + suffixes.
+    caches = jax.jit(jax.vmap(lambda ad: inference.prefill(fam, m.params, cfg, prefix, lora=ad,
+                                                           lora_scale=lcfg.scale)))(bank)
+    suf = [inference.left_pad(agent, length=8) for agent in suffixes]
+    choice, lp = inference._decide(fam, cfg, m.params, caches,
+                                   jnp.asarray(np.stack([t for t, _ in suf])),
+                                   jnp.asarray(np.stack([mk for _, mk in suf])),
+                                   jnp.asarray(allowed), bank,
+                                   jax.random.split(jax.random.PRNGKey(0), n_agents),
+                                   jnp.float32(0.0), letters, lcfg.scale, "menu")
+    np.testing.assert_allclose(np.asarray(lp), together, atol=1e-4)
+    np.testing.assert_array_equal(np.asarray(choice),
+                                  np.argmax(np.where(allowed, together, -np.inf), -1))
+    assert np.abs(together[0] - together[1]).max() > 1e-4
