@@ -42,7 +42,7 @@ def decision_messages(rng: np.random.Generator, letters: str) -> tuple[list[dict
     n = int(rng.integers(3, len(letters) + 1))
     menu = "\n".join(f"{letters[i]}) " + _OPTIONS[int(rng.integers(len(_OPTIONS)))].format(
         x=int(rng.integers(0, 8)), y=int(rng.integers(0, 5))) for i in range(n))
-    me, partner = int(rng.integers(0, 2)), None
+    me = int(rng.integers(0, 2))
     partner = 1 - me
     pos = lambda: f"({int(rng.integers(0, 8))}, {int(rng.integers(0, 5))})"
     user = (
