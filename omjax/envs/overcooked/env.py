@@ -33,7 +33,6 @@ from omjax.envs.overcooked.items import (
     Item,
     PotPhase,
     is_soup,
-    soup_item,
     soup_onions,
     soup_tomatoes,
 )
