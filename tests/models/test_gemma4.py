@@ -25,8 +25,9 @@ from omjax.models import gemma4  # noqa: E402
 from omjax.models import lora as lora_lib  # noqa: E402
 
 TOL = 1e-4
-LAYER_TYPES = ["sliding_attention", "full_attention"] * 3
-SMALL = dict(vocab_size=97, hidden_size=64, intermediate_size=96, num_hidden_layers=6,
+LAYER_TYPES = ["sliding_attention", "sliding_attention", "full_attention", "sliding_attention",
+               "full_attention"]
+SMALL = dict(vocab_size=97, hidden_size=64, intermediate_size=96, num_hidden_layers=5,
              num_attention_heads=4, num_key_value_heads=2, head_dim=16, global_head_dim=32,
              vocab_size_per_layer_input=97, hidden_size_per_layer_input=8, sliding_window=4,
              num_kv_shared_layers=2, layer_types=LAYER_TYPES, final_logit_softcapping=30.0,
@@ -86,15 +87,15 @@ def _max_err(a, b, mask):
 def test_config_reads_per_layer_shapes_and_kv_sharing(tiny):
     ref, model = tiny
     cfg = model.config
-    assert cfg.layer_head_dims == (16, 32) * 3
-    assert cfg.kv_sources == (0, 1, 2, 3, 2, 3)  # layers 4, 5 reuse the last sliding / full layer
+    assert cfg.layer_head_dims == (16, 16, 32, 16, 32)
+    assert cfg.kv_sources == (0, 1, 2, 1, 2)  # layers 3, 4 reuse the last sliding / full layer
     assert cfg.n_params == sum(p.numel() for p in ref.parameters())
     # A hub-style config.json (global_head_dim, no per_layer_config) reads the same.
     hub = json.loads((ref.config.to_json_string()))
     del hub["per_layer_config"]
     hub["global_head_dim"] = 32
     assert gemma4.config_from_hf(hub) == cfg
-    assert [set(s) for s in gemma4.lora_shapes(cfg)][4] == {"q", "o", "gate", "up", "down"}
+    assert [set(s) for s in gemma4.lora_shapes(cfg)][3] == {"q", "o", "gate", "up", "down"}
 
 
 def test_logits_match_torch_with_left_and_right_padding(tiny):
@@ -110,8 +111,9 @@ def test_logits_match_torch_with_left_and_right_padding(tiny):
 def test_variant_features_match_torch(tmp_path):
     ref, model = _build(tmp_path, seed=1, **VARIANT)
     cfg = model.config
-    assert cfg.layer_kv_heads == (2, 1) * 3 and cfg.layer_intermediate_sizes == (96,) * 4 + (192,) * 2
-    assert not cfg.has_v_proj(1) and cfg.num_experts == 4 and not cfg.tie_embeddings
+    assert cfg.layer_kv_heads == (2, 2, 1, 2, 1)
+    assert cfg.layer_intermediate_sizes == (96,) * 3 + (192,) * 2
+    assert not cfg.has_v_proj(2) and cfg.num_experts == 4 and not cfg.tie_embeddings
     assert cfg.n_params == sum(p.numel() for p in ref.parameters())
     tokens, mask = _batch(cfg, seed=1)
     logits, _ = _forward(model.params, cfg, jnp.asarray(tokens), attention_mask=jnp.asarray(mask))
@@ -124,9 +126,13 @@ def test_lora_matches_torch_with_merged_weights(tiny):
     lcfg = lora_lib.LoraConfig(rank=4, alpha=8.0)
     adapter = lora_lib.agent(lora_lib.init_lora(jax.random.PRNGKey(1), gemma4.lora_shapes(cfg), lcfg), 0)
     keys = iter(jax.random.split(jax.random.PRNGKey(2), 1000))
+    # B of scale 0.1 moves the logits by far more than the tolerance (checked below) while the
+    # model stays well conditioned: this tiny random Gemma amplifies f32 rounding (its own f32
+    # forward sits ~2e-5 from its f64 forward), and a much larger adapter pushes that past 1e-4
+    # for merged and unmerged weights alike.
     for layer in adapter["layers"]:
         for ab in layer.values():
-            ab["b"] = 0.3 * jax.random.normal(next(keys), ab["b"].shape)
+            ab["b"] = 0.1 * jax.random.normal(next(keys), ab["b"].shape)
 
     merged = copy.deepcopy(ref)
     with torch.no_grad():
@@ -168,7 +174,7 @@ def test_padding_anywhere_and_cached_decoding_match_unpadded(tiny):
 
     prefill = 5  # the 6 decoded tokens run past the sliding window of 4
     cache = gemma4.init_cache(cfg, 3, 16, jnp.float32)
-    assert cache["layers"][4] == {} and cache["layers"][1]["k"].shape == (3, 16, 2, 32)
+    assert cache["layers"][3] == {} and cache["layers"][2]["k"].shape == (3, 16, 2, 32)
     logits, cache = _forward(model.params, cfg, jnp.asarray(tokens[:, :prefill]),
                              attention_mask=jnp.asarray(mask[:, :prefill]), cache=cache)
     steps = [logits]
@@ -184,7 +190,7 @@ def test_bad_inputs_raise_clear_errors(tiny):
     ref, model = tiny
     state = {k: v.numpy() for k, v in ref.state_dict().items()}
     name = "model.embed_tokens_per_layer.weight"
-    state[name] = state[name][:, :40]
+    state[name] = state[name][:, :-1]
     with pytest.raises(ValueError, match="embed_tokens_per_layer"):
         gemma4.params_from_hf(model.config, state.__getitem__, jnp.float32)
     hf = json.loads(ref.config.to_json_string())
@@ -215,8 +221,8 @@ def test_lora_gradients_with_remat_equal_plain(tiny):
     plain, remat = grad(adapter, False), grad(adapter, True)
     leaves = jax.tree.leaves(plain)
     assert all(bool(jnp.isfinite(x).all()) for x in leaves)
-    # B starts at zero, so the gradient reaches A only through B: check B of layer 3's key
-    # projection, whose keys layer 5 also reads.
-    assert float(jnp.abs(plain["layers"][3]["k"]["b"]).max()) > 0
+    # B starts at zero, so the gradient reaches A only through B: check B of layer 1's key
+    # projection, whose keys layer 3 also reads.
+    assert float(jnp.abs(plain["layers"][1]["k"]["b"]).max()) > 0
     for a, b in zip(leaves, jax.tree.leaves(remat)):
         np.testing.assert_allclose(a, b, rtol=1e-3, atol=1e-3)  # remat reorders float ops

@@ -1,7 +1,7 @@
 """Parity of the `qwen3_5` family with transformers' `Qwen3_5ForCausalLM` on a tiny random checkpoint.
 
 The PyTorch model runs its reference (pure PyTorch) Gated DeltaNet and causal convolution on the
-CPU, so the checkpoint stays tiny: 4 layers (3 Gated DeltaNet, 1 gated attention), hidden 64.
+CPU, so the checkpoint stays tiny: 3 layers (2 Gated DeltaNet, 1 gated attention), hidden 64.
 """
 
 from __future__ import annotations
@@ -29,10 +29,11 @@ def tiny(tmp_path_factory):
     """(torch model, omjax Model) for one tiny random checkpoint written by transformers."""
     torch.manual_seed(0)
     config = transformers.Qwen3_5TextConfig(
-        vocab_size=101, hidden_size=64, intermediate_size=96, num_hidden_layers=4,
+        vocab_size=101, hidden_size=64, intermediate_size=96, num_hidden_layers=3,
         num_attention_heads=4, num_key_value_heads=2, head_dim=16, linear_conv_kernel_dim=4,
         linear_key_head_dim=8, linear_value_head_dim=12, linear_num_key_heads=2,
-        linear_num_value_heads=4, initializer_range=0.1)
+        linear_num_value_heads=4, initializer_range=0.1,
+        layer_types=["linear_attention", "linear_attention", "full_attention"])
     ref = transformers.Qwen3_5ForCausalLM(config).eval()
     with torch.no_grad():
         # The init leaves norms at 0 (offset form), dt_bias at 1: move them so a wrong
@@ -77,7 +78,7 @@ def _max_err(a, b, mask):
 def test_config_from_hf_reads_layer_types_and_partial_rotary(tiny):
     ref, model = tiny
     cfg = model.config
-    assert cfg.layer_types == ("linear_attention",) * 3 + ("full_attention",)
+    assert cfg.layer_types == ("linear_attention",) * 2 + ("full_attention",)
     assert cfg.rotary_dim == 4  # head_dim 16 * partial_rotary_factor 0.25
     assert cfg.n_params == sum(p.numel() for p in ref.parameters())
 
@@ -198,7 +199,7 @@ def test_bad_inputs_raise_clear_errors(tiny):
     with pytest.raises(ValueError, match="attention_mask"):
         qwen3_5.forward(model.params, model.config, tokens, attention_mask=jnp.ones((2, 4)))
     with pytest.raises(ValueError, match="layer types"):
-        dataclasses.replace(model.config, layer_types=("mamba",) * 4)
+        dataclasses.replace(model.config, layer_types=("mamba",) * 3)
 
 
 @pytest.mark.slow
