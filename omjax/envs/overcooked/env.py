@@ -16,14 +16,23 @@ layouts only the 3-onion soup scores, 20). The team reward is the sum over agent
 
 from __future__ import annotations
 
+import sys
 from functools import partial
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 from flax import struct
-from jaxmarl.environments import spaces
-from jaxmarl.environments.multi_agent_env import MultiAgentEnv
+
+# Importing jaxmarl runs its mabrax module, which resets sys.stdout/sys.stderr to the process's
+# original streams; that silences pytest capture and notebook cells, so put ours back.
+_streams = sys.stdout, sys.stderr
+try:
+    from jaxmarl.environments import spaces
+    from jaxmarl.environments.multi_agent_env import MultiAgentEnv
+finally:
+    sys.stdout, sys.stderr = _streams
+del _streams
 
 from omjax.envs.overcooked.items import (
     DIR_VEC,
