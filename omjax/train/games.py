@@ -184,6 +184,8 @@ register_game("overcooked", "options", _overcooked)
 
 def make_game(env: EnvConfig, action_interface: str, n_rollouts: int) -> Game:
     key = (env.game, action_interface)
+    if key not in _GAMES and action_interface != "options":
+        import omjax.interfaces.overcooked  # noqa: F401  (registers the ablation interfaces)
     if key not in _GAMES:
         known = ", ".join(f"{g}/{i}" for g, i in sorted(_GAMES))
         raise ValueError(f"no rollout adapter for game {env.game!r} with action interface {action_interface!r} "

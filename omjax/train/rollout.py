@@ -13,6 +13,7 @@ Games and action interfaces plug in through `omjax.train.games.register_game`.
 from __future__ import annotations
 
 import dataclasses
+import functools
 from typing import Any, Callable
 
 import jax
@@ -82,6 +83,8 @@ class Request:
     menu: list[MenuItem]
     prompt: str
     fallback: int
+    parse: Callable[[str], int | None] | None = None
+    """The game's own reply parser (menu position or None), e.g. compound-JSON; else the two-line one."""
 
 
 class Decider:
@@ -141,17 +144,25 @@ class Decider:
             n = int(live[j, 0].sum())
             reply_ids = [int(t) for t in toks[j, 0, :n]]
             text = self.tokenizer.decode(reply_ids, skip_special_tokens=True)
-            parsed = parse_reply(text, [it.letter for it in r.menu])
-            if parsed is not None:
-                pos = next(p for p, it in enumerate(r.menu) if it.letter == parsed.choice)
-            elif self.cfg.on_parse_failure == "wait":
-                pos = r.fallback
-            elif self.cfg.on_parse_failure == "first":
-                pos = 0
+            if r.parse is not None:
+                pos = r.parse(text)
             else:
-                pos = int(rng.integers(len(r.menu)))
-            out.append((pos, prompts[j], reply_ids, text, float(logps[j, 0, :n].sum()), parsed is not None))
+                reply = parse_reply(text, [it.letter for it in r.menu])
+                pos = None if reply is None else next(p for p, it in enumerate(r.menu) if it.letter == reply.choice)
+            parsed = pos is not None
+            if not parsed:
+                pos = self._fallback(r, rng)
+            out.append((pos, prompts[j], reply_ids, text, float(logps[j, 0, :n].sum()), parsed))
         return out
+
+
+    def _fallback(self, r: Request, rng: np.random.Generator) -> int:
+        """Menu position taken when a reply does not parse (config `on_parse_failure`)."""
+        if self.cfg.on_parse_failure == "wait":
+            return r.fallback
+        if self.cfg.on_parse_failure == "first":
+            return 0
+        return int(rng.integers(len(r.menu)))
 
 
 def episode_seed(seed: int, round_idx: int, rollout: int) -> int:
@@ -173,6 +184,7 @@ def collect(game: Game, decider: Decider, base: Any, bank: Any, n_rollouts: int,
     decisions: list[Decision] = []
     choices = np.zeros((n_rollouts, n), np.int32)
     system = game.system_message()
+    game_parse = getattr(game, "parse_choice", None)
     bar = tqdm(range(game.horizon), desc=f"round {round_idx} rollouts", leave=False, disable=not progress)
     for t in bar:
         pending = np.argwhere(game.needs_decision())
@@ -185,7 +197,8 @@ def collect(game: Game, decider: Decider, base: Any, bank: Any, n_rollouts: int,
                 user = game.user_message(int(k), int(i), menu, memories[k][i])
                 prefix = format_reply(game.state_label(int(k), int(i))) if isinstance(decider.policy, LetterPolicy) else ""
                 prompt = render_chat(decider.tokenizer, system, user, prefix)
-                requests.append(Request(int(k), int(i), menu, prompt, game.fallback(int(k), int(i), menu)))
+                parse = None if game_parse is None else functools.partial(game_parse, int(k), int(i), menu)
+                requests.append(Request(int(k), int(i), menu, prompt, game.fallback(int(k), int(i), menu), parse))
             results = decider.decide(base, bank, requests, jax.random.fold_in(key, t), fallback_rng)
             for req, (pos, prompt_ids, reply_ids, text, logp, parsed) in zip(requests, results):
                 item = req.menu[pos]
