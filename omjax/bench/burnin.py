@@ -34,7 +34,7 @@ def main(argv: list[str] | None = None) -> int:
         p.error("need --python-episodes >= 1 and no more than --solo / --team")
 
     from omjax.options import overcooked as oc
-    from omjax.options.cli import enable_compilation_cache
+    from omjax.jax_cache import enable_compilation_cache
     from omjax.options.synthesis import certificate_violations, synthesize
 
     enable_compilation_cache()

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import os
 import sys
 from pathlib import Path
 
@@ -26,6 +25,7 @@ import numpy as np
 
 from omjax.config import ConfigError, load_config
 from omjax.eval.results import EpisodeResult, Trajectory, read_results, render_report, trajectory_path, write_results
+from omjax.jax_cache import enable_compilation_cache
 
 
 def parse_seeds(text: str) -> list[int]:
@@ -151,11 +151,7 @@ def evaluate(cfg, bank, trainer, seeds: list[int], out: Path, label: str, progre
 def load_policy(cfg, checkpoint: Path | None, which: str = "best"):
     """(trainer, adapter bank) of a run's checkpoint, or of the frozen base (zero adapters) when
     `checkpoint` is None; (None, None) after printing why a checkpoint cannot be restored."""
-    import jax
-
-    cache = Path(os.environ.get("OMJAX_CACHE", Path.home() / ".cache" / "omjax")) / "xla"
-    jax.config.update("jax_compilation_cache_dir", str(cache))
-    jax.config.update("jax_persistent_cache_min_compile_time_secs", 1.0)
+    enable_compilation_cache()
 
     import omjax.interfaces.overcooked  # noqa: F401  (registers the native and compound-JSON games)
     from omjax.train.checkpoint import Checkpointer

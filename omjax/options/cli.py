@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 import time
 
+from omjax.jax_cache import enable_compilation_cache
 from omjax.options.diagnostics import diagnose
 from omjax.options.menu import render_menu
 from omjax.options.records import load_npz, read_records_jsonl, save_npz, write_records_jsonl
@@ -58,15 +58,6 @@ def _run_burnin(lib, variant, args):
     t0 = time.perf_counter()
     table = lib.burnin(variant, solo, team, args.seed, progress=not args.quiet)
     return table, time.perf_counter() - t0
-
-
-def enable_compilation_cache() -> None:
-    """Keep compiled burn-in programs across processes (compiling one takes ~10 s on 2 cores)."""
-    import jax
-
-    path = os.environ.get("OMJAX_JAX_CACHE", os.path.join(os.path.expanduser("~"), ".cache", "omjax", "jax"))
-    jax.config.update("jax_compilation_cache_dir", path)
-    jax.config.update("jax_persistent_cache_min_compile_time_secs", 1.0)
 
 
 def main(argv: list[str] | None = None) -> int:

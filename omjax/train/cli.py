@@ -10,11 +10,11 @@
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from pathlib import Path
 
 from omjax.config import ConfigError, load_config
+from omjax.jax_cache import enable_compilation_cache
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -48,12 +48,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"omjax train: config error: {e}", file=sys.stderr)
         return 2
 
-    import jax
-
     if not args.no_compile_cache:
-        cache = Path(os.environ.get("OMJAX_CACHE", Path.home() / ".cache" / "omjax")) / "xla"
-        jax.config.update("jax_compilation_cache_dir", str(cache))
-        jax.config.update("jax_persistent_cache_min_compile_time_secs", 1.0)
+        enable_compilation_cache()
 
     from omjax.train.trainer import Trainer
 

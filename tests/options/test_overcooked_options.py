@@ -290,7 +290,7 @@ def test_option_step_rollout_delivers_a_soup(lib):
 def test_cli_menu_and_guards(tmp_path, monkeypatch, capsys, request, aa_table):
     from omjax.options import cli
 
-    monkeypatch.setenv("OMJAX_JAX_CACHE", str(tmp_path / "jax_cache"))
+    monkeypatch.setenv("OMJAX_CACHE", str(tmp_path / "cache"))
     # The CLI turns on JAX's persistent compilation cache; put the process-wide setting back after.
     saved = {n: getattr(jax.config, n)
              for n in ("jax_compilation_cache_dir", "jax_persistent_cache_min_compile_time_secs")}
