@@ -247,6 +247,18 @@ class Context:
                                              sliding_window=sliding_window)
 
 
+def check_forward_inputs(family: str, num_layers: int, tokens: jax.Array,
+                         attention_mask: jax.Array | None, lora: dict | None) -> None:
+    """Clear errors for the shape mistakes a family's `forward` would otherwise hit deep inside."""
+    if tokens.ndim != 2:
+        raise ValueError(f"{family}: tokens must be [B, T], got shape {tokens.shape}")
+    if attention_mask is not None and attention_mask.shape != tokens.shape:
+        raise ValueError(f"{family}: attention_mask shape {attention_mask.shape} != tokens shape "
+                         f"{tokens.shape}")
+    if lora is not None and len(lora["layers"]) != num_layers:
+        raise ValueError(f"{family}: LoRA has {len(lora['layers'])} layers, the model {num_layers}")
+
+
 def make_context(tokens: jax.Array, attention_mask: jax.Array | None,
                  cache: dict | None) -> tuple[Context, dict | None]:
     """Positions and masks for a chunk `tokens [B, T]`, and the cache with positions advanced.

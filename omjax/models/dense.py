@@ -179,6 +179,7 @@ def forward(params: dict, cfg: DenseConfig, tokens: jax.Array, *,
     over a bank for several agents); lora_scale: `LoraConfig.scale`; cache: from `init_cache`
     or a previous call; remat: recompute each layer's activations in the backward pass.
     """
+    base.check_forward_inputs(cfg.model_type, cfg.num_layers, tokens, attention_mask, lora)
     ctx, cache = base.make_context(tokens, attention_mask, cache)
     cos, sin = base.rope_cos_sin(jnp.maximum(ctx.q_pos, 0),
                                  base.rope_inv_freq(cfg.head_dim, cfg.rope_theta, cfg.rope_scaling))

@@ -471,13 +471,7 @@ def forward(params: dict, cfg: Config, tokens: jax.Array, *,
     lora_scale: `LoraConfig.scale`; cache: from `init_cache` or a previous call; remat:
     recompute each layer's activations in the backward pass.
     """
-    if tokens.ndim != 2:
-        raise ValueError(f"gemma4: tokens must be [B, T], got shape {tokens.shape}")
-    if attention_mask is not None and attention_mask.shape != tokens.shape:
-        raise ValueError(f"gemma4: attention_mask shape {attention_mask.shape} != tokens shape "
-                         f"{tokens.shape}")
-    if lora is not None and len(lora["layers"]) != cfg.num_layers:
-        raise ValueError(f"gemma4: LoRA has {len(lora['layers'])} layers, the model {cfg.num_layers}")
+    base.check_forward_inputs("gemma4", cfg.num_layers, tokens, attention_mask, lora)
     ctx, cache = base.make_context(tokens, attention_mask, cache)
     embed = params["embed"]
     x = embed[tokens] * jnp.asarray(cfg.hidden_size ** 0.5, embed.dtype)          # [B, T, D]

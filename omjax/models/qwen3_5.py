@@ -447,13 +447,7 @@ def forward(params: dict, cfg: Config, tokens: jax.Array, *,
     lora_scale: `LoraConfig.scale`; cache: from `init_cache` or a previous call; remat:
     recompute each layer's activations in the backward pass.
     """
-    if tokens.ndim != 2:
-        raise ValueError(f"qwen3_5: tokens must be [B, T], got shape {tokens.shape}")
-    if attention_mask is not None and attention_mask.shape != tokens.shape:
-        raise ValueError(f"qwen3_5: attention_mask shape {attention_mask.shape} != tokens shape "
-                         f"{tokens.shape}")
-    if lora is not None and len(lora["layers"]) != cfg.num_layers:
-        raise ValueError(f"qwen3_5: LoRA has {len(lora['layers'])} layers, the model {cfg.num_layers}")
+    base.check_forward_inputs("qwen3_5", cfg.num_layers, tokens, attention_mask, lora)
     ctx, cache = base.make_context(tokens, attention_mask, cache)
     cos, sin = base.rope_cos_sin(jnp.maximum(ctx.q_pos, 0),
                                  base.rope_inv_freq(cfg.rotary_dim, cfg.rope_theta))  # [B, T, R]
