@@ -59,10 +59,8 @@ class Scale:
     def config(self, game: str, backbone: str) -> Path:
         """The config file of a game and backbone (the CPU scale uses the quickstart config)."""
         if self.name == "cpu":
-            if game != "overcooked_aa":
-                base = CONFIGS / "base" / f"{GAME_CONFIG_PREFIX[game]}.yaml"
-                return _existing(base)
-            return _existing(CONFIGS / "quickstart_overcooked_smollm2.yaml")
+            prefix = "overcooked" if game == "overcooked_aa" else GAME_CONFIG_PREFIX[game]
+            return _existing(CONFIGS / f"quickstart_{prefix}_smollm2.yaml")
         return _existing(CONFIGS / f"{GAME_CONFIG_PREFIX[game]}_{backbone}.yaml")
 
 
@@ -166,6 +164,18 @@ def evaluate(run_dir: Path, episodes: int, overrides: list[str] = (), *, config:
     argv += list(overrides)
     if eval_cli.main(argv) != 0:
         raise RuntimeError(f"omjax {' '.join(argv)} failed")
+
+
+def run_policy(config: Path, overrides: list[str], run_dir: Path, episodes: int, *, label: str,
+               compare: list[Path] = ()) -> None:
+    """One table entry: a frozen policy (`train.train=false` among the overrides) is evaluated
+    straight from its config; any other is trained (resuming a stopped run), then its best
+    checkpoint is evaluated."""
+    if "train.train=false" in overrides:
+        evaluate(run_dir, episodes, overrides, config=config, label=label, compare=compare)
+    else:
+        train(config, overrides, run_dir)
+        evaluate(run_dir, episodes, label=label, compare=compare)
 
 
 def eval_seed_range(episodes: int) -> str:

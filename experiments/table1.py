@@ -26,12 +26,12 @@ from omjax.eval.stats import table1_markdown  # noqa: E402
 def run_game(scale: common.Scale, root: Path, game: str, backbone: str, extra: list[str]) -> None:
     config = scale.config(game, backbone)
     frozen = common.table1_frozen_dir(root, game, backbone)
-    common.evaluate(frozen, scale.eval_episodes, [*scale.overrides, *TABLE2_CELLS["frozen_menu"], *extra],
-                    config=config, label="frozen")
+    common.run_policy(config, [*scale.overrides, *TABLE2_CELLS["frozen_menu"], *extra], frozen,
+                      scale.eval_episodes, label="frozen")
     for seed in scale.seeds:
-        run = common.table1_ours_dir(root, game, backbone, seed)
-        common.train(config, [*scale.overrides, *TABLE2_CELLS["ours"], f"seed={seed}", *extra], run)
-        common.evaluate(run, scale.eval_episodes, label=f"ours_seed{seed}", compare=[frozen / "eval"])
+        common.run_policy(config, [*scale.overrides, *TABLE2_CELLS["ours"], f"seed={seed}", *extra],
+                          common.table1_ours_dir(root, game, backbone, seed), scale.eval_episodes,
+                          label=f"ours_seed{seed}", compare=[frozen / "eval"])
 
 
 def render(root: Path, scale: common.Scale, games: tuple[str, ...]) -> str:

@@ -27,14 +27,8 @@ from omjax.eval.stats import table2_markdown  # noqa: E402
 
 
 def run_cell(scale: common.Scale, root: Path, game: str, cell: str, extra: list[str]) -> None:
-    config = scale.config(game, scale.backbones[0])
-    overrides = [*scale.overrides, *TABLE2_CELLS[cell], *extra]
-    run = common.table2_dir(root, game, cell)
-    if "train.train=false" in TABLE2_CELLS[cell]:
-        common.evaluate(run, scale.eval_episodes, overrides, config=config, label=cell)
-    else:
-        common.train(config, overrides, run)
-        common.evaluate(run, scale.eval_episodes, label=cell)
+    common.run_policy(scale.config(game, scale.backbones[0]), [*scale.overrides, *TABLE2_CELLS[cell], *extra],
+                      common.table2_dir(root, game, cell), scale.eval_episodes, label=cell)
 
 
 def render(root: Path, games: tuple[str, ...]) -> str:

@@ -192,6 +192,15 @@ class TrainConfig:
     shared_lora: bool = False
     """Ablation B: one adapter for all agents, updated on every agent's decisions."""
 
+    update_rows: int = 0
+    """Pad each adapter's decisions to at least this many rows (then up to a power of two of
+    minibatches). Set it to the most decisions an adapter makes in a round and every round
+    reuses one compiled update; minibatches holding only padding are skipped, not computed."""
+
+    update_tokens: int = 0
+    """Pad update sequences to at least this many tokens (then up to the length grid), so
+    rounds whose longest prompt differs still share one compiled update."""
+
     train: bool = True
     """False keeps the base frozen (the frozen-base baselines): rollouts run, no update."""
 
@@ -207,6 +216,8 @@ class TrainConfig:
         _check(0 <= self.adam_b1 < 1, "train.adam_b1", "must be in [0, 1)")
         _check(0 <= self.adam_b2 < 1, "train.adam_b2", "must be in [0, 1)")
         _check(self.adam_eps > 0, "train.adam_eps", "must be > 0")
+        _check(self.update_rows >= 0, "train.update_rows", f"must be >= 0, got {self.update_rows}")
+        _check(self.update_tokens >= 0, "train.update_tokens", f"must be >= 0, got {self.update_tokens}")
 
 
 @dataclasses.dataclass(frozen=True)

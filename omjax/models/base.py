@@ -259,6 +259,33 @@ def check_forward_inputs(family: str, num_layers: int, tokens: jax.Array,
         raise ValueError(f"{family}: LoRA has {len(lora['layers'])} layers, the model {num_layers}")
 
 
+@flax.struct.dataclass
+class Trunk:
+    """The residual stream of a batch after its first `n_layers` decoder layers, run on the
+    frozen base (no adapter in those layers).
+
+    When LoRA covers only the top layers, everything below them is identical for the policy,
+    the reference and every PPO epoch; a trainer computes the trunk once (`family.trunk`) and
+    starts each later forward from it (`family.forward(..., trunk=...)`).
+    """
+
+    hidden: jax.Array
+    """[B, T, D] the residual stream entering layer `n_layers`."""
+    extras: dict
+    """Family-specific state the upper layers read (gemma4: keys/values of the shared layers)."""
+    n_layers: int = flax.struct.field(pytree_node=False)
+
+
+def check_trunk(family: str, num_layers: int, n_layers: int, lora: dict | None = None) -> None:
+    """Clear errors for a trunk split that would silently drop an adapter or run no layer."""
+    if not 0 < n_layers < num_layers:
+        raise ValueError(f"{family}: a trunk must stop inside the model (1..{num_layers - 1} layers), "
+                         f"got {n_layers}")
+    if lora is not None and any(lora["layers"][i] for i in range(n_layers)):
+        raise ValueError(f"{family}: the LoRA adapter has weights below layer {n_layers}, which a "
+                         f"trunk of {n_layers} frozen layers would skip")
+
+
 def make_context(tokens: jax.Array, attention_mask: jax.Array | None,
                  cache: dict | None) -> tuple[Context, dict | None]:
     """Positions and masks for a chunk `tokens [B, T]`, and the cache with positions advanced.

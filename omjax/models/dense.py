@@ -168,29 +168,55 @@ def _layer(p: dict, cfg: DenseConfig, x: jax.Array, ctx: base.Context, cos, sin,
     return x, layer_cache
 
 
+def _layers(params: dict, cfg: DenseConfig, tokens: jax.Array, attention_mask, lora, lora_scale: float,
+            cache: dict | None, remat: bool, trunk: base.Trunk | None, stop: int):
+    """Run layers [first, stop) (first = 0, or where `trunk` stopped): (x [B, T, D], cache, layer caches)."""
+    ctx, cache = base.make_context(tokens, attention_mask, cache)
+    cos, sin = base.rope_cos_sin(jnp.maximum(ctx.q_pos, 0),
+                                 base.rope_inv_freq(cfg.head_dim, cfg.rope_theta, cfg.rope_scaling))
+    if trunk is None:
+        x, first = params["embed"][tokens], 0                            # [B, T, D]
+    else:
+        x, first = trunk.hidden, trunk.n_layers
+    layer_fn = jax.checkpoint(_layer, static_argnums=(1, 7)) if remat else _layer
+    new_layers = []
+    for i in range(first, stop):
+        lora_layer = None if lora is None else lora["layers"][i]
+        layer_cache = None if cache is None else cache["layers"][i]
+        x, layer_cache = layer_fn(params["layers"][i], cfg, x, ctx, cos, sin, lora_layer, lora_scale,
+                                  layer_cache)
+        new_layers.append(layer_cache)
+    return x, cache, new_layers
+
+
+def trunk(params: dict, cfg: DenseConfig, tokens: jax.Array, *, attention_mask: jax.Array | None = None,
+          n_layers: int) -> base.Trunk:
+    """The frozen base's residual stream after its first `n_layers` layers (see `base.Trunk`)."""
+    base.check_forward_inputs(cfg.model_type, cfg.num_layers, tokens, attention_mask, None)
+    base.check_trunk(cfg.model_type, cfg.num_layers, n_layers)
+    x, _, _ = _layers(params, cfg, tokens, attention_mask, None, 1.0, None, False, None, n_layers)
+    return base.Trunk(hidden=x, extras={}, n_layers=n_layers)
+
+
 def forward(params: dict, cfg: DenseConfig, tokens: jax.Array, *,
             attention_mask: jax.Array | None = None, lora: dict | None = None,
             lora_scale: float = 1.0, cache: dict | None = None, last_only: bool = False,
-            remat: bool = False) -> tuple[jax.Array, dict | None]:
+            remat: bool = False, trunk: base.Trunk | None = None) -> tuple[jax.Array, dict | None]:
     """Logits `[B, T, V]` f32 (`[B, 1, V]` with `last_only`) and the updated cache.
 
     tokens: [B, T] int32; attention_mask: [B, T] (1 = real token, 0 = padding, left padding
     expected when a cache or `last_only` is used); lora: one adapter tree (no agent axis; vmap
     over a bank for several agents); lora_scale: `LoraConfig.scale`; cache: from `init_cache`
-    or a previous call; remat: recompute each layer's activations in the backward pass.
+    or a previous call; remat: recompute each layer's activations in the backward pass;
+    trunk: start from the output of `trunk(...)` for the same tokens instead of layer 0.
     """
     base.check_forward_inputs(cfg.model_type, cfg.num_layers, tokens, attention_mask, lora)
-    ctx, cache = base.make_context(tokens, attention_mask, cache)
-    cos, sin = base.rope_cos_sin(jnp.maximum(ctx.q_pos, 0),
-                                 base.rope_inv_freq(cfg.head_dim, cfg.rope_theta, cfg.rope_scaling))
-    x = params["embed"][tokens]                                          # [B, T, D]
-    layer_fn = jax.checkpoint(_layer, static_argnums=(1, 7)) if remat else _layer
-    new_layers = []
-    for i, p in enumerate(params["layers"]):
-        lora_layer = None if lora is None else lora["layers"][i]
-        layer_cache = None if cache is None else cache["layers"][i]
-        x, layer_cache = layer_fn(p, cfg, x, ctx, cos, sin, lora_layer, lora_scale, layer_cache)
-        new_layers.append(layer_cache)
+    if trunk is not None:
+        if cache is not None:
+            raise ValueError(f"{cfg.model_type}: a trunk cannot be combined with a decode cache")
+        base.check_trunk(cfg.model_type, cfg.num_layers, trunk.n_layers, lora)
+    x, cache, new_layers = _layers(params, cfg, tokens, attention_mask, lora, lora_scale, cache, remat,
+                                   trunk, cfg.num_layers)
     if last_only:
         x = x[:, -1:]
     x = base.rms_norm(x, params["norm"], cfg.rms_eps)

@@ -459,40 +459,71 @@ def _per_layer_inputs(params: dict, cfg: Config, tokens, x):
     return (from_embed + from_tokens) * (2.0 ** -0.5)
 
 
+def _layers(params: dict, cfg: Config, tokens: jax.Array, attention_mask, lora, lora_scale: float,
+            cache: dict | None, remat: bool, trunk: base.Trunk | None, stop: int):
+    """Run layers [first, stop) (first = 0, or where `trunk` stopped).
+
+    Returns (x [B, T, D], cache, layer caches, shared): `shared` maps each KV-source layer run
+    so far (or carried by the trunk) to its (k, v)."""
+    ctx, cache = base.make_context(tokens, attention_mask, cache)
+    embed = params["embed"]
+    x0 = embed[tokens] * jnp.asarray(cfg.hidden_size ** 0.5, embed.dtype)         # [B, T, D]
+    per_layer = _per_layer_inputs(params, cfg, tokens, x0) if cfg.per_layer_dim else None
+    if trunk is None:
+        x, first, shared_kv = x0, 0, {}
+    else:
+        x, first, shared_kv = trunk.hidden, trunk.n_layers, dict(trunk.extras["kv"])
+    layer_fn = jax.checkpoint(_layer, static_argnums=(1, 2)) if remat else _layer
+    new_layers = []
+    for i in range(first, stop):
+        lora_layer = None if lora is None else lora["layers"][i]
+        layer_cache = None if cache is None else cache["layers"][i]
+        pli = None if per_layer is None else per_layer[:, :, i]                    # [B, T, P]
+        source_kv = shared_kv[cfg.kv_sources[i]] if cfg.shares_kv(i) else None
+        x, layer_cache, kv = layer_fn(params["layers"][i], cfg, i, x, pli, ctx, lora_layer, lora_scale,
+                                      layer_cache, source_kv)
+        if not cfg.shares_kv(i):
+            shared_kv[i] = kv
+        new_layers.append(layer_cache)
+    return x, cache, new_layers, shared_kv
+
+
+def trunk(params: dict, cfg: Config, tokens: jax.Array, *, attention_mask: jax.Array | None = None,
+          n_layers: int) -> base.Trunk:
+    """The frozen base's residual stream after its first `n_layers` layers (see `base.Trunk`),
+    with the keys/values of the trunk's layers that upper layers share."""
+    base.check_forward_inputs("gemma4", cfg.num_layers, tokens, attention_mask, None)
+    base.check_trunk("gemma4", cfg.num_layers, n_layers)
+    x, _, _, shared_kv = _layers(params, cfg, tokens, attention_mask, None, 1.0, None, False, None, n_layers)
+    needed = {cfg.kv_sources[i] for i in range(n_layers, cfg.num_layers) if cfg.shares_kv(i)}
+    kv = {i: shared_kv[i] for i in sorted(needed) if i < n_layers}
+    return base.Trunk(hidden=x, extras={"kv": kv}, n_layers=n_layers)
+
+
 def forward(params: dict, cfg: Config, tokens: jax.Array, *,
             attention_mask: jax.Array | None = None, lora: dict | None = None,
             lora_scale: float = 1.0, cache: dict | None = None, last_only: bool = False,
-            remat: bool = False) -> tuple[jax.Array, dict | None]:
+            remat: bool = False, trunk: base.Trunk | None = None) -> tuple[jax.Array, dict | None]:
     """Logits `[B, T, V]` f32 (`[B, 1, V]` with `last_only`) and the updated cache.
 
     tokens: [B, T] int32; attention_mask: [B, T] (1 = real token, 0 = padding, which may sit
     anywhere; `last_only` reads the last slot, so pad on the left there); lora: one adapter
     tree (no agent axis);
     lora_scale: `LoraConfig.scale`; cache: from `init_cache` or a previous call; remat:
-    recompute each layer's activations in the backward pass.
+    recompute each layer's activations in the backward pass; trunk: start from the output of
+    `trunk(...)` for the same tokens instead of layer 0.
     """
     base.check_forward_inputs("gemma4", cfg.num_layers, tokens, attention_mask, lora)
-    ctx, cache = base.make_context(tokens, attention_mask, cache)
-    embed = params["embed"]
-    x = embed[tokens] * jnp.asarray(cfg.hidden_size ** 0.5, embed.dtype)          # [B, T, D]
-    per_layer = _per_layer_inputs(params, cfg, tokens, x) if cfg.per_layer_dim else None
-    layer_fn = jax.checkpoint(_layer, static_argnums=(1, 2)) if remat else _layer
-    shared_kv: dict = {}
-    new_layers = []
-    for i, p in enumerate(params["layers"]):
-        lora_layer = None if lora is None else lora["layers"][i]
-        layer_cache = None if cache is None else cache["layers"][i]
-        pli = None if per_layer is None else per_layer[:, :, i]                    # [B, T, P]
-        source_kv = shared_kv[cfg.kv_sources[i]] if cfg.shares_kv(i) else None
-        x, layer_cache, kv = layer_fn(p, cfg, i, x, pli, ctx, lora_layer, lora_scale, layer_cache,
-                                      source_kv)
-        if not cfg.shares_kv(i):
-            shared_kv[i] = kv
-        new_layers.append(layer_cache)
+    if trunk is not None:
+        if cache is not None:
+            raise ValueError("gemma4: a trunk cannot be combined with a decode cache")
+        base.check_trunk("gemma4", cfg.num_layers, trunk.n_layers, lora)
+    x, cache, new_layers, _ = _layers(params, cfg, tokens, attention_mask, lora, lora_scale, cache, remat,
+                                      trunk, cfg.num_layers)
     if last_only:
         x = x[:, -1:]
     x = _norm(x, params["norm"], cfg.rms_eps)
-    w = embed.T if cfg.tie_embeddings else params["lm_head"]                       # [D, V]
+    w = params["embed"].T if cfg.tie_embeddings else params["lm_head"]             # [D, V]
     logits = base.unembed(x, w, softcap=cfg.final_logit_softcapping)
     if cache is not None:
         cache = {**cache, "layers": new_layers}

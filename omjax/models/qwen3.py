@@ -4,9 +4,9 @@
 from __future__ import annotations
 
 from omjax.models.dense import DenseConfig as Config
-from omjax.models.dense import dense_config_from_hf, forward, init_cache, lora_shapes, params_from_hf
+from omjax.models.dense import dense_config_from_hf, forward, init_cache, lora_shapes, params_from_hf, trunk
 
-__all__ = ["Config", "config_from_hf", "params_from_hf", "lora_shapes", "forward", "init_cache"]
+__all__ = ["Config", "config_from_hf", "params_from_hf", "lora_shapes", "forward", "init_cache", "trunk"]
 
 
 def config_from_hf(hf_config: dict) -> Config:

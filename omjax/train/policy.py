@@ -63,6 +63,16 @@ def letter_token_ids(tokenizer: Any, letters: Sequence[str]) -> list[int]:
     return out
 
 
+def add_trunk(policy: Any, base: Any, inputs: dict) -> dict:
+    """`inputs` plus the frozen trunk of their sequences when the adapters cover only the top
+    layers (`policy.frozen_layers` > 0): the update's `prepare_fn`, run once per round."""
+    if not policy.frozen_layers:
+        return inputs
+    trunk = policy.family.trunk(base, policy.config, inputs["tokens"], attention_mask=inputs["mask"],
+                                n_layers=policy.frozen_layers)
+    return {**inputs, "trunk": trunk}
+
+
 def _gather(bank: Any, agents: jax.Array) -> Any:
     """Adapter of each row: leaves [A, ...] -> [R, ...]."""
     return jax.tree.map(lambda x: x[agents], bank)
@@ -78,9 +88,11 @@ class LetterPolicy:
 
     kl_kind = "exact"
 
-    def __init__(self, family: Any, config: Any, lora_scale: float, temperature: float, remat: bool = True):
+    def __init__(self, family: Any, config: Any, lora_scale: float, temperature: float, remat: bool = True,
+                 frozen_layers: int = 0):
         self.family, self.config = family, config
         self.lora_scale, self.temperature, self.remat = float(lora_scale), float(temperature), remat
+        self.frozen_layers = int(frozen_layers)
         rows = jax.vmap(self._decide_one, in_axes=(None, 0, 0, 0))
         self._decide = jax.jit(lambda base, bank, agents, inputs, keys: rows(base, _gather(bank, agents), inputs, keys))
 
@@ -88,10 +100,13 @@ class LetterPolicy:
         """[P, M] log-probs over the menu slots (0 on slots that are not on the menu)."""
         logits, _ = self.family.forward(base, self.config, inputs["tokens"], attention_mask=inputs["mask"],
                                         lora=lora, lora_scale=self.lora_scale, last_only=True,
-                                        remat=self.remat)
+                                        remat=self.remat, trunk=inputs.get("trunk"))
         letter_logits = jnp.take_along_axis(logits[:, -1, :], inputs["letters"], axis=-1)  # [P, M]
         letter_logits = jnp.where(inputs["menu_mask"], letter_logits / self.temperature, _MASKED)
         return jnp.where(inputs["menu_mask"], jax.nn.log_softmax(letter_logits, axis=-1), 0.0)
+
+    def prepare(self, base: Any, inputs: dict) -> dict:
+        return add_trunk(self, base, inputs)
 
     def policy_fn(self, base: Any, lora: Any, inputs: dict) -> PolicyOut:
         logp = self.menu_logp(base, lora, inputs)  # [P, M]
@@ -121,9 +136,11 @@ class SamplePolicy:
     kl_kind = "k3"
 
     def __init__(self, family: Any, config: Any, lora_scale: float, temperature: float,
-                 max_new_tokens: int, stop_ids: Sequence[int], pad_id: int, remat: bool = True):
+                 max_new_tokens: int, stop_ids: Sequence[int], pad_id: int, remat: bool = True,
+                 frozen_layers: int = 0):
         self.family, self.config = family, config
         self.lora_scale, self.temperature, self.remat = float(lora_scale), float(temperature), remat
+        self.frozen_layers = int(frozen_layers)
         self.max_new_tokens = int(max_new_tokens)
         self.stop_ids = tuple(int(i) for i in stop_ids)
         self.pad_id = int(pad_id)
@@ -134,9 +151,13 @@ class SamplePolicy:
     def token_logp(self, base, lora, inputs) -> jax.Array:
         """[P, T-1] log-prob of token t+1 given tokens <= t."""
         logits, _ = self.family.forward(base, self.config, inputs["tokens"], attention_mask=inputs["mask"],
-                                        lora=lora, lora_scale=self.lora_scale, remat=self.remat)
+                                        lora=lora, lora_scale=self.lora_scale, remat=self.remat,
+                                        trunk=inputs.get("trunk"))
         logp = jax.nn.log_softmax(logits[:, :-1] / self.temperature, axis=-1)  # [P, T-1, V]
         return jnp.take_along_axis(logp, inputs["tokens"][:, 1:, None], axis=-1)[..., 0]
+
+    def prepare(self, base: Any, inputs: dict) -> dict:
+        return add_trunk(self, base, inputs)
 
     def policy_fn(self, base, lora, inputs) -> PolicyOut:
         mask = inputs["reply_mask"][:, 1:]  # [P, T-1] targets that are reply tokens

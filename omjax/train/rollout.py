@@ -234,22 +234,23 @@ def decision_record(d: Decision, round_idx: int) -> dict:
 
 def update_inputs(decisions: list[Decision], policy: LetterPolicy | SamplePolicy, decider: Decider,
                   advantages: np.ndarray, n_groups: int, group_of: Callable[[Decision], int],
-                  minibatch_size: int) -> tuple[dict, np.ndarray, np.ndarray]:
+                  minibatch_size: int, min_rows: int = 0, min_tokens: int = 0) -> tuple[dict, np.ndarray, np.ndarray]:
     """Per-adapter padded decision arrays for the vmapped update.
 
-    Decisions are grouped by adapter (`group_of`: the agent, or 0 under a shared adapter) and
-    padded to one length B (a multiple of `minibatch_size`, rounded to a power of two of
-    minibatches so rounds reuse compiled programs). Returns (inputs pytree of [G, B, ...],
-    advantage [G, B], valid [G, B]).
+    Decisions are grouped by adapter (`group_of`: the agent, or 0 under a shared adapter),
+    valid rows first, and padded to one length B (at least `min_rows`, a multiple of
+    `minibatch_size`, rounded to a power of two of minibatches so rounds reuse compiled
+    programs) and one sequence length (at least `min_tokens`, on the `bucket` grid). Returns
+    (inputs pytree of [G, B, ...], advantage [G, B], valid [G, B]).
     """
     groups: list[list[Decision]] = [[] for _ in range(n_groups)]
     for d in decisions:
         groups[group_of(d)].append(d)
     longest = max((len(g) for g in groups), default=0)
-    b = minibatch_size * pow2_at_least(-(-max(longest, 1) // minibatch_size))
+    b = minibatch_size * pow2_at_least(-(-max(longest, min_rows, 1) // minibatch_size))
     is_letter = isinstance(policy, LetterPolicy)
     seqs = [[d.prompt_ids if is_letter else d.prompt_ids + d.reply_ids for d in g] for g in groups]
-    length = bucket(max((len(s) for g in seqs for s in g), default=1), 64)
+    length = bucket(max(max((len(s) for g in seqs for s in g), default=1), min_tokens), 64)
     tokens = np.zeros((n_groups, b, length), np.int32)
     mask = np.zeros((n_groups, b, length), np.int32)
     adv = np.zeros((n_groups, b), np.float32)

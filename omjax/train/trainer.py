@@ -27,7 +27,8 @@ from omjax.train.games import make_game
 from omjax.train.metrics import MetricsLog, plot_learning_curve, write_jsonl_atomic
 from omjax.train.policy import LetterPolicy, SamplePolicy
 from omjax.train.rollout import Decider, RolloutBatch, collect, decision_record, update_inputs
-from omjax.train.update import DecisionBatch, UpdateSettings, init_opt_state, make_bank_update, make_optimizer
+from omjax.train.update import (DecisionBatch, UpdateSettings, active_minibatches, init_opt_state, make_bank_update,
+                                make_optimizer)
 
 
 _advantages = jax.jit(grpo.group_advantages)
@@ -44,12 +45,18 @@ def stop_token_ids(tokenizer: Any) -> list[int]:
 
 
 def make_policy(cfg: Config, model: Any, lora_cfg: lora_lib.LoraConfig) -> LetterPolicy | SamplePolicy:
+    """The configured decision mode on `model`; with `lora.top_layers`, the layers below the
+    adapters form a frozen trunk that the update computes once per round."""
+    top = cfg.lora.top_layers
+    frozen = model.config.num_layers - top if top else 0
     if cfg.policy.decision_mode == "letter":
-        return LetterPolicy(model.family, model.config, lora_cfg.scale, cfg.policy.temperature, remat=cfg.train.remat)
+        return LetterPolicy(model.family, model.config, lora_cfg.scale, cfg.policy.temperature,
+                            remat=cfg.train.remat, frozen_layers=frozen)
     tok = model.tokenizer
     pad = tok.pad_token_id if tok.pad_token_id is not None else 0
     return SamplePolicy(model.family, model.config, lora_cfg.scale, cfg.policy.temperature,
-                        cfg.policy.max_new_tokens, stop_token_ids(tok), pad, remat=cfg.train.remat)
+                        cfg.policy.max_new_tokens, stop_token_ids(tok), pad, remat=cfg.train.remat,
+                        frozen_layers=frozen)
 
 
 def summarize_update(metrics: Any) -> dict:
@@ -89,7 +96,7 @@ class Trainer:
         self.optimizer = make_optimizer(t.lr, t.max_grad_norm, t.adam_b1, t.adam_b2, t.adam_eps)
         settings = UpdateSettings(clip_eps=t.clip_eps, kl_coef=t.kl_coef, epochs=t.epochs,
                                   minibatch_size=t.minibatch_size, kl_kind=self.policy.kl_kind)
-        self.update = make_bank_update(self.policy.policy_fn, self.optimizer, settings)
+        self.update = make_bank_update(self.policy.policy_fn, self.optimizer, settings, self.policy.prepare)
 
     # ---------------------------------------------------------------------------------------
     def init_state(self) -> TrainState:
@@ -126,11 +133,13 @@ class Trainer:
             shared = cfg.train.shared_lora
             inputs, adv_rows, valid = update_inputs(
                 batch.decisions, self.policy, self.decider, adv, cfg.n_adapters,
-                (lambda d: 0) if shared else (lambda d: d.agent), cfg.train.minibatch_size)
+                (lambda d: 0) if shared else (lambda d: d.agent), cfg.train.minibatch_size,
+                cfg.train.update_rows, cfg.train.update_tokens)
             dbatch = DecisionBatch(inputs=jax.tree.map(jnp.asarray, inputs), advantage=jnp.asarray(adv_rows),
                                    valid=jnp.asarray(valid))
             keys = jax.random.split(k_upd, cfg.n_adapters)
-            bank, opt_state, metrics = self.update(self.model.params, bank, opt_state, dbatch, keys)
+            bank, opt_state, metrics = self.update(self.model.params, bank, opt_state, dbatch, keys,
+                                                   active_minibatches(valid, cfg.train.minibatch_size))
             upd = summarize_update(metrics)
         t2 = time.time()
         mean_return = float(np.mean(batch.returns))

@@ -20,6 +20,7 @@ from typing import Any, Callable, Literal
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 import optax
 from flax import struct
 
@@ -103,22 +104,36 @@ def _unchunk(tree: Any) -> Any:
     return jax.tree.map(lambda x: x.reshape((-1,) + x.shape[2:]), tree)
 
 
-def make_agent_update(policy_fn: PolicyFn, optimizer: optax.GradientTransformation, settings: UpdateSettings):
-    """Build `update(base, lora, opt_state, batch, key) -> (lora, opt_state, UpdateMetrics)` for
-    one agent.
+def _skippable_map(fn: Callable[[Any], Any], chunks: Any, n_active: jax.Array) -> Any:
+    """`lax.map(fn, chunks)` over leading-axis chunks, computing only the first `n_active`
+    (zeros for the rest). `n_active` is the same for every agent (not vmapped), so under the
+    agent vmap the `cond` stays a real branch and padding chunks cost nothing."""
+    first = jax.tree.map(lambda x: x[0], chunks)
+    shapes = jax.eval_shape(fn, first)
+    skip = lambda _: jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), shapes)
+    n = jax.tree.leaves(chunks)[0].shape[0]
+    return jax.lax.map(lambda ic: jax.lax.cond(ic[0] < n_active, lambda c: fn(c), skip, ic[1]),
+                       (jnp.arange(n), chunks))
 
-    The batch length B must be a multiple of `settings.minibatch_size`. Old and reference
-    log-probs are computed inside, before the first step, by the same policy function, so the
-    ratio is exactly 1 and (for a fresh zero-B adapter) the KL exactly 0 at the first step.
+
+def make_agent_update(policy_fn: PolicyFn, optimizer: optax.GradientTransformation, settings: UpdateSettings,
+                      prepare_fn: Callable[[Any, Any], Any] | None = None):
+    """Build `update(base, lora, opt_state, batch, key, n_active=None) -> (lora, opt_state,
+    UpdateMetrics)` for one agent.
+
+    The batch length B must be a multiple of `settings.minibatch_size`; its valid rows come
+    first. `n_active` (int32 [], default all) is how many leading minibatches hold valid rows:
+    work on the others is skipped, so a batch padded to a fixed length for one compiled program
+    costs what its decisions need. Old and reference log-probs are computed inside, before the
+    first step, by the same policy function, so the ratio is exactly 1 and (for a fresh zero-B
+    adapter) the KL exactly 0 at the first step.
+
+    `prepare_fn(base, inputs) -> inputs` runs once per update on every minibatch before
+    anything else, without gradient: the place for work that neither the adapter nor the epoch
+    changes (the frozen trunk of `lora.top_layers`, see `omjax.models.base.Trunk`).
     """
     mb = settings.minibatch_size
     kl_fn = grpo.kl_exact if settings.kl_kind == "exact" else grpo.kl_k3
-
-    def score_all(base: Any, lora: Any, inputs: Any) -> PolicyOut:
-        # Minibatch-sized chunks bound activation memory to one gradient step's worth.
-        n = jax.tree.leaves(inputs)[0].shape[0] // mb
-        out = jax.lax.map(lambda x: policy_fn(base, lora, x), _chunks(inputs, n))
-        return _unchunk(out)
 
     def loss_fn(lora, base, inputs, old, ref, advantage, valid):
         cur = policy_fn(base, lora, inputs)
@@ -134,13 +149,19 @@ def make_agent_update(policy_fn: PolicyFn, optimizer: optax.GradientTransformati
 
     grad_fn = jax.value_and_grad(loss_fn, has_aux=True)
 
-    def update(base, lora, opt_state, batch: DecisionBatch, key: jax.Array):
+    def update(base, lora, opt_state, batch: DecisionBatch, key: jax.Array, n_active: jax.Array | None = None):
         b = batch.valid.shape[0]
         if b % mb:
             raise ValueError(f"decision batch length {b} is not a multiple of minibatch_size {mb}")
         n_mb = b // mb
-        old = jax.lax.stop_gradient(score_all(base, lora, batch.inputs))
-        ref = jax.lax.stop_gradient(score_all(base, None, batch.inputs))
+        n_active = jnp.int32(n_mb) if n_active is None else n_active
+        # Minibatch-sized chunks bound activation memory to one gradient step's worth.
+        chunks = _chunks(batch.inputs, n_mb)  # [n_mb, mb, ...]
+        if prepare_fn is not None:
+            chunks = jax.lax.stop_gradient(_skippable_map(lambda x: prepare_fn(base, x), chunks, n_active))
+        score = lambda lo: jax.lax.stop_gradient(
+            _skippable_map(lambda x: policy_fn(base, lo, x), chunks, n_active))
+        inputs, old, ref = _unchunk(chunks), _unchunk(score(lora)), _unchunk(score(None))
 
         def epoch(carry, epoch_key):
             # Valid decisions first in a seed-drawn order, padding last, so padding fills whole
@@ -149,32 +170,34 @@ def make_agent_update(policy_fn: PolicyFn, optimizer: optax.GradientTransformati
             order = jnp.argsort(jnp.where(batch.valid, noise, 2.0))  # [B]
             idx = order.reshape(n_mb, mb)  # [n_mb, mb]
 
-            def step(carry, rows):
+            def grad_step(carry, rows):
                 lora, opt_state = carry
                 take = lambda x: x[rows]
-                inputs = jax.tree.map(take, batch.inputs)
                 valid = batch.valid[rows]
                 (loss, stats), grads = grad_fn(
-                    lora, base, inputs, jax.tree.map(take, old), jax.tree.map(take, ref), batch.advantage[rows], valid
-                )
+                    lora, base, jax.tree.map(take, inputs), jax.tree.map(take, old), jax.tree.map(take, ref),
+                    batch.advantage[rows], valid)
                 updates, new_opt = optimizer.update(grads, opt_state, lora)
                 new_lora = optax.apply_updates(lora, updates)
                 n_valid = jnp.sum(valid)
                 stepped = n_valid > 0
                 keep = lambda new, prev: jnp.where(stepped, new, prev)
                 carry = (jax.tree.map(keep, new_lora, lora), jax.tree.map(keep, new_opt, opt_state))
-                metrics = UpdateMetrics(
-                    loss=loss,
-                    ratio=stats["ratio"],
-                    kl=stats["kl"],
-                    clip_frac=stats["clip_frac"],
-                    grad_norm=optax.tree.norm(grads),
-                    n_valid=n_valid,
-                    stepped=stepped,
-                )
+                metrics = UpdateMetrics(loss=loss, ratio=stats["ratio"], kl=stats["kl"],
+                                        clip_frac=stats["clip_frac"], grad_norm=optax.tree.norm(grads),
+                                        n_valid=n_valid, stepped=stepped)
                 return carry, metrics
 
-            return jax.lax.scan(step, carry, idx)
+            def skip_step(carry, rows):
+                zero = jnp.float32(0.0)
+                return carry, UpdateMetrics(loss=zero, ratio=zero, kl=zero, clip_frac=zero, grad_norm=zero,
+                                            n_valid=jnp.int32(0), stepped=jnp.bool_(False))
+
+            def step(carry, j_rows):
+                j, rows = j_rows
+                return jax.lax.cond(j < n_active, grad_step, skip_step, carry, rows)
+
+            return jax.lax.scan(step, carry, (jnp.arange(n_mb), idx))
 
         (lora, opt_state), metrics = jax.lax.scan(epoch, (lora, opt_state), jax.random.split(key, settings.epochs))
         return lora, opt_state, metrics
@@ -182,14 +205,31 @@ def make_agent_update(policy_fn: PolicyFn, optimizer: optax.GradientTransformati
     return update
 
 
-def make_bank_update(policy_fn: PolicyFn, optimizer: optax.GradientTransformation, settings: UpdateSettings):
+def make_bank_update(policy_fn: PolicyFn, optimizer: optax.GradientTransformation, settings: UpdateSettings,
+                     prepare_fn: Callable[[Any, Any], Any] | None = None):
     """Jitted update of the whole adapter bank: vmap of the one-agent update over axis 0 of the
     LoRA tree, optimizer state, decision batches ([A, B, ...]) and keys ([A]); the frozen base
-    is shared (not mapped).
+    and `n_active` (the most minibatches any agent needs) are shared (not mapped).
 
-    `update(base, bank, opt_state, batch, keys) -> (bank, opt_state, UpdateMetrics [A, E, n_mb])`
+    `update(base, bank, opt_state, batch, keys, n_active=None) -> (bank, opt_state,
+    UpdateMetrics [A, E, n_mb])`
     """
-    return jax.jit(jax.vmap(make_agent_update(policy_fn, optimizer, settings), in_axes=(None, 0, 0, 0, 0)))
+    mapped = jax.vmap(make_agent_update(policy_fn, optimizer, settings, prepare_fn),
+                      in_axes=(None, 0, 0, 0, 0, None))
+
+    @jax.jit
+    def update(base, bank, opt_state, batch: DecisionBatch, keys, n_active=None):
+        if n_active is None:
+            n_active = batch.valid.shape[1] // settings.minibatch_size
+        return mapped(base, bank, opt_state, batch, keys, jnp.asarray(n_active, jnp.int32))
+
+    return update
+
+
+def active_minibatches(valid: Any, minibatch_size: int) -> int:
+    """How many leading minibatches of a [A, B] valid mask (valid rows first) hold decisions."""
+    longest = int(np.asarray(valid).sum(axis=-1).max(initial=0))
+    return -(-longest // minibatch_size)
 
 
 def init_opt_state(optimizer: optax.GradientTransformation, lora_bank: Any) -> Any:

@@ -295,3 +295,10 @@ def test_per_agent_menu_scoring_with_shared_prefix_equals_separate_calls(tiny_qw
     np.testing.assert_array_equal(np.asarray(choice),
                                   np.argmax(np.where(allowed, together, -np.inf), -1))
     assert np.abs(together[0] - together[1]).max() > 1e-4
+
+
+def test_trunk_split_equals_full_forward(tiny_qwen3):
+    from trunk_check import check_trunk_matches_full_forward
+
+    _, path = tiny_qwen3
+    check_trunk_matches_full_forward(load(path, dtype=jnp.float32, with_tokenizer=False), *_batch(4), n_frozen=1)

@@ -226,3 +226,14 @@ def test_lora_gradients_with_remat_equal_plain(tiny):
     assert float(jnp.abs(plain["layers"][1]["k"]["b"]).max()) > 0
     for a, b in zip(leaves, jax.tree.leaves(remat)):
         np.testing.assert_allclose(a, b, rtol=1e-3, atol=1e-3)  # remat reorders float ops
+
+
+def test_trunk_split_equals_full_forward(tiny):
+    """Split at 2: layer 3 shares the keys of layer 1 (inside the trunk, carried in its extras),
+    layer 4 those of layer 2 (above the split)."""
+    from trunk_check import check_trunk_matches_full_forward
+
+    _, model = tiny
+    assert model.config.kv_sources[3] == 1 and model.config.kv_sources[4] == 2
+    tokens, mask = _batch(model.config, seed=4)
+    check_trunk_matches_full_forward(model, tokens, mask, n_frozen=2)

@@ -223,3 +223,12 @@ def test_lora_gradients_with_remat_equal_plain(tiny):
     assert float(sum(jnp.sum(x * x) for x in leaves)) > 0
     for a, b in zip(leaves, jax.tree.leaves(remat)):
         np.testing.assert_allclose(a, b, rtol=1e-3, atol=1e-3)  # remat reorders float ops
+
+
+def test_trunk_split_equals_full_forward(tiny):
+    """Split below the full-attention layer: the upper layers restart from the trunk's stream."""
+    from trunk_check import check_trunk_matches_full_forward
+
+    _, model = tiny
+    tokens, mask = _batch(model.config, seed=4)
+    check_trunk_matches_full_forward(model, tokens, mask, n_frozen=2)

@@ -99,3 +99,58 @@ def test_minibatch_order_comes_from_the_key():
     c, _, _ = BANK_UPDATE(W0, bank, state, batch, jax.random.split(jax.random.key(10), N_AGENTS))
     np.testing.assert_array_equal(a["w"], b["w"])
     assert not np.allclose(a["w"], c["w"])
+
+
+def test_skipping_padding_minibatches_changes_nothing():
+    """`n_active` = the minibatches any agent needs: the rest are skipped, not computed, and the
+    result equals the update that walks every minibatch."""
+    bank = {"w": jax.random.normal(jax.random.key(6), (N_AGENTS, F)) * 0.1}
+    opt_state = upd.init_opt_state(OPT, bank)
+    batch = make_batches(jax.random.key(7), N_AGENTS, B, [6, 3, 1])
+    keys = jax.random.split(jax.random.key(8), N_AGENTS)
+    n_active = upd.active_minibatches(batch.valid, SETTINGS.minibatch_size)
+    assert n_active == 2
+    full = BANK_UPDATE(W0, bank, opt_state, batch, keys)
+    skipped = BANK_UPDATE(W0, bank, opt_state, batch, keys, n_active)
+    for a, b in zip(jax.tree.leaves(full), jax.tree.leaves(skipped)):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+
+
+def test_frozen_trunk_update_equals_full_forward_update(tiny_model):
+    """With adapters on the top layer only, the update that computes the frozen trunk once per
+    round (`LetterPolicy(frozen_layers=1)` + its `prepare`) equals the one that runs every
+    forward from the embeddings."""
+    from omjax.models import lora as lora_lib
+    from omjax.train.policy import LetterPolicy
+
+    m, n_agents, b, t, width = tiny_model, 2, 8, 12, 4
+    lcfg = lora_lib.LoraConfig(rank=2, alpha=4.0, targets=("q", "v"))
+    shapes = [s if i == 1 else {} for i, s in enumerate(m.family.lora_shapes(m.config))]
+    bank = lora_lib.init_lora(jax.random.key(9), shapes, lcfg, n_agents=n_agents)
+    bank = jax.tree.map(lambda x: x + 0.05 * jax.random.normal(jax.random.key(10), x.shape), bank)
+    rng = np.random.default_rng(0)
+    tokens = rng.integers(5, m.config.vocab_size, (n_agents, b, t)).astype(np.int32)
+    mask = np.ones_like(tokens)
+    mask[:, ::2, :4] = 0  # left padding on every other row
+    inputs = {"tokens": tokens, "mask": mask,
+              "letters": rng.integers(5, m.config.vocab_size, (n_agents, b, width)).astype(np.int32),
+              "menu_mask": np.ones((n_agents, b, width), bool),
+              "action": rng.integers(0, width, (n_agents, b)).astype(np.int32)}
+    valid = np.arange(b)[None] < np.asarray([8, 5])[:, None]
+    batch = upd.DecisionBatch(inputs=jax.tree.map(jnp.asarray, inputs),
+                              advantage=jnp.asarray(np.where(valid, rng.normal(size=(n_agents, b)), 0.0), jnp.float32),
+                              valid=jnp.asarray(valid))
+    settings = upd.UpdateSettings(clip_eps=0.2, kl_coef=0.05, epochs=2, minibatch_size=4, kl_kind="exact")
+    opt = upd.make_optimizer(1e-2, 1.0)
+    keys = jax.random.split(jax.random.key(11), n_agents)
+    outs = []
+    for frozen in (0, 1):
+        policy = LetterPolicy(m.family, m.config, lcfg.scale, 0.9, remat=False, frozen_layers=frozen)
+        update = upd.make_bank_update(policy.policy_fn, opt, settings, policy.prepare)
+        outs.append(update(m.params, bank, upd.init_opt_state(opt, bank), batch, keys, 2))
+    (bank0, _, m0), (bank1, _, m1) = outs
+    moved = max(float(jnp.abs(x - y).max()) for x, y in zip(jax.tree.leaves(bank0), jax.tree.leaves(bank)))
+    assert moved > 1e-4
+    for x, y in zip(jax.tree.leaves(bank0), jax.tree.leaves(bank1)):
+        np.testing.assert_allclose(np.asarray(x), np.asarray(y), rtol=1e-4, atol=1e-6)
+    np.testing.assert_allclose(np.asarray(m0.loss), np.asarray(m1.loss), rtol=1e-4, atol=1e-6)
