@@ -9,11 +9,15 @@ an option ignore their choice (macro-action Dec-POMDP: decisions are asynchronou
 action interface. The option menu of Overcooked is registered here; other games and the
 ablation interfaces (`native`, `compound_json`) plug in with `register_game(game, interface,
 factory)` — a factory returns any object with the `Game` methods, so a native-action interface
-is a `Game` whose menu is the primitive action set and whose options last one step.
+is a `Game` whose menu is the primitive action set and whose options last one step. Games that
+live in their own module register on import: `make_game` imports the module `PLUGINS` names for
+a game (Melting Pot: `omjax.train.meltingpot_game`, Cleanup and Commons Harvest under `options`
+and `native`) the first time it is asked for one.
 """
 
 from __future__ import annotations
 
+import importlib
 import os
 from typing import Callable, Protocol
 
@@ -181,11 +185,18 @@ def _overcooked(env: EnvConfig, n_rollouts: int) -> Game:
 
 register_game("overcooked", "options", _overcooked)
 
+PLUGINS: dict[str, str] = {
+    "overcooked": "omjax.interfaces.overcooked",  # the native and compound-JSON ablation interfaces
+    "cleanup": "omjax.train.meltingpot_game",
+    "harvest": "omjax.train.meltingpot_game",
+}
+"""Game -> module whose import registers its (other) rollout games; imported on first use."""
+
 
 def make_game(env: EnvConfig, action_interface: str, n_rollouts: int) -> Game:
     key = (env.game, action_interface)
-    if key not in _GAMES and action_interface != "options":
-        import omjax.interfaces.overcooked  # noqa: F401  (registers the ablation interfaces)
+    if key not in _GAMES and env.game in PLUGINS:
+        importlib.import_module(PLUGINS[env.game])
     if key not in _GAMES:
         known = ", ".join(f"{g}/{i}" for g, i in sorted(_GAMES))
         raise ValueError(f"no rollout adapter for game {env.game!r} with action interface {action_interface!r} "

@@ -1,0 +1,345 @@
+"""Melting Pot Cleanup and Commons Harvest as `Game`s of the rollout engine (`omjax.train.games`).
+
+K episodes run concurrently, one real engine per worker process (`omjax.envs.meltingpot.workers.
+EnvPool`); the game keeps every episode's `SymbolicState` on the host and drives the option loop
+of `omjax.envs.meltingpot` one env step at a time:
+
+* `options` (the method): an agent decides only when its option has terminated. Its menu is
+  `meltingpot_common.menu` (instances per visible target, guard-filtered, letters from the
+  engine's per-episode, per-agent RNG); the chosen instance starts with `mp.start`, every agent
+  emits `mp.act`'s primitive, the K engines step together, and `mp.advance` ends options.
+* `native` (Ablations A and C): every agent decides at every step among the substrate's
+  primitive letters (A-I in Cleanup, A-H in Harvest, `omjax.envs.meltingpot.text.
+  primitive_actions`), applied for one step.
+
+The team reward of a step is the sum of all agents' rewards (+1 per apple eaten); in Cleanup,
+`env.reward_shaping` > 0 adds that weight times `CLEAN_BONUS` per dirt cell cleaned (short CPU
+episodes end before apples regrow; `omjax eval` sets it to 0). Each game also
+keeps the behavioural probes of every episode (`probes(k)`: apples eaten and cleaning per agent,
+FIRE_CLEAN actions, visit counts, Harvest patches alive per step, call ratio) and answers what the
+evaluation recorder reads after each step: `positions()`, `agent_returns()` (apples per agent),
+`walls()` and, in Harvest only, `patches_alive()`. A worker that crashes fails the rollout with a
+`RolloutWorkerError` naming the episode seed.
+
+`env.layout` selects the option library: the substrate name (`clean_up`, `commons_harvest__open`)
+means the game's default library (`lib_a`); a library variant name (`lib_a`, `lib_b`) picks that
+one. `env.guards` works as for Overcooked (empty: the shipped guard file of the library, `none`:
+the unfiltered menu). Importing this module registers the four games with `register_game`.
+"""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+
+from omjax.config import EnvConfig
+from omjax.envs.meltingpot import make
+from omjax.envs.meltingpot.adapter import SymbolicState
+from omjax.envs.meltingpot.probes import Probes, probes_decisions, probes_init, probes_step
+from omjax.envs.meltingpot.text import primitive_actions
+from omjax.envs.meltingpot.workers import EnvPool, WorkerCrash
+from omjax.options import meltingpot_common as mp
+from omjax.options.menu import MenuItem, render_menu
+from omjax.prompts import meltingpot as prompts
+from omjax.prompts.memory import Memory
+from omjax.train.games import register_game
+
+SUBSTRATES = {"cleanup": "clean_up", "harvest": "commons_harvest__open"}
+"""Config game name -> the Melting Pot substrate it plays (also accepted as `env.layout`)."""
+
+APPLE_REWARD = 1.0
+"""Reward of one apple eaten in both substrates (the unit of the team return)."""
+
+CLEAN_BONUS = 1.0
+"""Cleanup progress bonus per dirt cell cleaned, scaled by `env.reward_shaping` (0 in the paper)."""
+
+
+class RolloutWorkerError(RuntimeError):
+    """An episode's engine worker crashed; the message names the game, rollout, seed and step."""
+
+
+def engine_seed(seed: int) -> int:
+    """The Lab2d seed of an episode seed: the engine takes a signed 32-bit seed, the rollout
+    engine's episode seeds are unsigned 32-bit."""
+    return int(seed) & 0x7FFF_FFFF
+
+
+def _library_module(game: str):
+    from omjax.options import cleanup, harvest
+
+    return {"cleanup": cleanup, "harvest": harvest}[game]
+
+
+def resolve_library(game: str, layout: str) -> str:
+    """The option-library variant `env.layout` names (see the module docstring)."""
+    variants = _library_module(game).VARIANTS
+    if layout in variants:
+        return layout
+    if layout == SUBSTRATES[game]:
+        return variants[0]
+    raise ValueError(f"env.layout={layout!r} for game {game!r}: expected the substrate name "
+                     f"{SUBSTRATES[game]!r} (default library {variants[0]}) or a library variant "
+                     f"({', '.join(variants)})")
+
+
+class MeltingPotGame:
+    """K concurrent episodes of one substrate: states, probes, team rewards; interface-neutral."""
+
+    native = False
+
+    def __init__(self, game: str, horizon: int, reward_shaping: float = 0.0):
+        if game not in SUBSTRATES:
+            raise ValueError(f"unknown Melting Pot game {game!r}; known: {', '.join(SUBSTRATES)}")
+        self.game = game
+        self.horizon = int(horizon)
+        self.reward_shaping = float(reward_shaping)
+        # Layout and action names only; the episodes run in the workers.
+        self.static = make(game, self.horizon)
+        self.substrate = self.static.substrate
+        self.layout = self.static.layout
+        self.n_agents = self.static.num_agents
+        self.delivery_reward = APPLE_REWARD
+        self.action_names = tuple(self.substrate.action_names)
+        fire = [i for i, n in enumerate(self.action_names) if n == "FIRE_CLEAN"]
+        self._fire_clean = fire[0] if fire else None
+        self._pool: EnvPool | None = None
+        self.seeds: list[int] = []
+        self.states: list[SymbolicState] = []
+        self._probes: list[Probes] = []
+        self._apples = np.zeros((0, self.n_agents), np.int64)
+        self._system = prompts.system_message(game, self.n_agents, APPLE_REWARD, native=self.native)
+
+    # ------------------------------------------------------------------ episodes
+    def reset(self, seeds: list[int]) -> None:
+        seeds = [int(s) for s in seeds]
+        if self._pool is None or self._pool.num_envs != len(seeds):
+            self.close()
+            self._pool = EnvPool(self.game, len(seeds), episode_length=self.horizon)
+        self.seeds = seeds
+        self.states = self._checked(self._pool.reset([engine_seed(s) for s in seeds]))
+        self._probes = [probes_init(s, self.layout.shape) for s in self.states]
+        self._apples = np.zeros((len(seeds), self.n_agents), np.int64)
+
+    def _checked(self, results: list) -> list[SymbolicState]:
+        for slot, r in enumerate(results):
+            if isinstance(r, WorkerCrash):
+                raise RolloutWorkerError(
+                    f"{self.game}: the engine worker of rollout {slot} (episode seed {self.seeds[slot]}, engine "
+                    f"seed {engine_seed(self.seeds[slot])}) crashed after {r.step} env steps: {r.message}")
+        return results
+
+    def _step_envs(self, actions: np.ndarray, deciding: np.ndarray) -> np.ndarray:
+        """Step all K engines with `actions` int [K, A]; probes; returns the team reward [K]."""
+        if self._pool is None or not self.states:
+            raise RuntimeError("call reset(seeds) before step()")
+        if any(s.done for s in self.states):
+            raise RuntimeError(f"the episodes are over after {self.states[0].step} steps (horizon {self.horizon})")
+        actions = np.asarray(actions, np.int64)
+        self.states = self._checked(self._pool.step(actions))
+        for k, state in enumerate(self.states):
+            p = probes_decisions(self._probes[k], deciding[k])
+            self._probes[k] = probes_step(p, actions[k], state, self._fire_clean)
+            self._apples[k] += state.ate
+        reward = np.array([float(s.reward.sum()) for s in self.states])  # the team reward, shared
+        if self.reward_shaping:
+            reward += self.reward_shaping * CLEAN_BONUS * np.array([float(s.cleaned.sum()) for s in self.states])
+        return reward
+
+    def close(self) -> None:
+        """Stop the worker processes (they are daemons, so they also end with this process)."""
+        if self._pool is not None:
+            self._pool.close()
+            self._pool = None
+
+    def __del__(self) -> None:
+        try:
+            self.close()
+        except Exception:  # noqa: BLE001  (interpreter shutdown: the daemon workers end anyway)
+            pass
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    # ------------------------------------------------------------------ prompts
+    def system_message(self) -> str:
+        return self._system
+
+    def state_label(self, k: int, agent: int) -> str:
+        return prompts.state_label(self.game, self.states[k], agent)
+
+    def _user_message(self, k: int, agent: int, menu_text: str, memory: Memory) -> str:
+        return prompts.user_message(self.substrate, self.layout, self.states[k], agent, menu_text, memory,
+                                    self.horizon)
+
+    # ------------------------------------------------------------------ what the evaluation reads
+    def probes(self, k: int) -> Probes:
+        """Behavioural probes of episode k so far."""
+        return self._probes[k]
+
+    def positions(self) -> np.ndarray:
+        """int [K, A, 2] (x, y) of every agent now."""
+        return np.stack([s.pos for s in self.states])
+
+    def agent_returns(self) -> np.ndarray:
+        """float [K, A] apples each agent has eaten so far (the per-agent return in task units)."""
+        return self._apples.astype(np.float64)
+
+    def walls(self) -> np.ndarray:
+        """bool [H, W] cells no avatar can stand on."""
+        return ~self.layout.walkable
+
+
+class _PatchesAlive:
+    """Commons Harvest only: what Fig. 2 plots (the recorder reads it when a game has it)."""
+
+    def patches_alive(self) -> np.ndarray:
+        """int [K] patches with at least one apple, per episode, now."""
+        return np.array([int((s.patch_apples > 0).sum()) for s in self.states], np.int32)
+
+
+class MeltingPotOptionsGame(MeltingPotGame):
+    """The option-menu interface: call-and-return options, asynchronous decisions."""
+
+    def __init__(self, game: str, horizon: int, variant: str, guards_path: str, reward_shaping: float = 0.0):
+        super().__init__(game, horizon, reward_shaping)
+        from omjax.options.synthesis import read_guards
+
+        module = _library_module(game)
+        self.lib = module.library(variant)
+        self.ctx = mp.make_ctx(self.static, module.regions(self.static))
+        names = set(self.lib.schema.option_names)
+        # A guard file may hold the guards of every library of the game (its union schema).
+        self.guards = [g for g in read_guards(guards_path, module.SCHEMA) if g.opt in names] if guards_path else []
+        self._wait = {o for o, kind in enumerate(self.lib.options) if kind.kind == "wait"}
+        self.running: list[list[mp.Execution | None]] = []
+        self._insts: dict[tuple[int, int], list] = {}
+
+    def reset(self, seeds: list[int]) -> None:
+        super().reset(seeds)
+        self.running = [[None] * self.n_agents for _ in seeds]
+        self._insts = {}
+
+    def needs_decision(self) -> np.ndarray:
+        return np.array([[ex is None for ex in row] for row in self.running], bool).reshape(-1, self.n_agents)
+
+    def menu(self, k: int, agent: int, rng: np.random.Generator) -> list[MenuItem]:
+        items, insts = mp.menu(self.lib, self.ctx, self.states[k], agent, self.guards, rng)
+        self._insts[(k, agent)] = insts
+        return items
+
+    def fallback(self, k: int, agent: int, menu: list[MenuItem]) -> int:
+        insts = self._insts[(k, agent)]
+        for pos, item in enumerate(menu):
+            if insts[item.index].opt in self._wait:
+                return pos
+        raise ValueError(f"the menu of agent {agent} has no wait entry to fall back on")
+
+    def user_message(self, k: int, agent: int, menu: list[MenuItem], memory: Memory) -> str:
+        return self._user_message(k, agent, render_menu(menu), memory)
+
+    def step(self, choices: np.ndarray) -> np.ndarray:
+        choices = np.asarray(choices)
+        deciding = self.needs_decision()
+        lib, ctx = self.lib, self.ctx
+        for k, a in np.argwhere(deciding):
+            k, a = int(k), int(a)
+            insts = self._insts.pop((k, a), None)
+            if insts is None:
+                raise RuntimeError(f"rollout {k}, agent {a} must decide: call menu() before step()")
+            self.running[k][a] = mp.start(lib, ctx, self.states[k], a, insts[int(choices[k, a])])
+        actions = np.array([[mp.act(lib, ctx, ex, s) for ex in row] for row, s in zip(self.running, self.states)],
+                           np.int64)
+        reward = self._step_envs(actions, deciding)
+        for k, state in enumerate(self.states):
+            for a, ex in enumerate(self.running[k]):
+                ex, outcome, _ = mp.advance(lib, ctx, ex, int(actions[k, a]), state)
+                self.running[k][a] = None if outcome is not None else ex
+        return reward
+
+
+class MeltingPotNativeGame(MeltingPotGame):
+    """Primitive letters, one LLM decision per agent per env step (Ablations A and C)."""
+
+    native = True
+
+    def __init__(self, game: str, horizon: int, reward_shaping: float = 0.0):
+        super().__init__(game, horizon, reward_shaping)
+        self.actions = primitive_actions(self.substrate)
+        self._menu = [MenuItem(letter=letter, index=k, opt=name, target=None, label=name)
+                      for k, (letter, name) in enumerate(zip(self.actions.letters, self.actions.names))]
+        self._noop = self.actions.names.index("noop")
+
+    def needs_decision(self) -> np.ndarray:
+        return np.ones((len(self.states), self.n_agents), bool)
+
+    def menu(self, k: int, agent: int, rng: np.random.Generator) -> list[MenuItem]:
+        return list(self._menu)
+
+    def fallback(self, k: int, agent: int, menu: list[MenuItem]) -> int:
+        return next(pos for pos, item in enumerate(menu) if item.index == self._noop)
+
+    def user_message(self, k: int, agent: int, menu: list[MenuItem], memory: Memory) -> str:
+        return self._user_message(k, agent, render_menu(menu), memory)
+
+    def step(self, choices: np.ndarray) -> np.ndarray:
+        return self._step_envs(np.asarray(choices), self.needs_decision())
+
+
+class CleanUpOptionsGame(MeltingPotOptionsGame):
+    pass
+
+
+class HarvestOptionsGame(_PatchesAlive, MeltingPotOptionsGame):
+    pass
+
+
+class CleanUpNativeGame(MeltingPotNativeGame):
+    pass
+
+
+class HarvestNativeGame(_PatchesAlive, MeltingPotNativeGame):
+    pass
+
+
+_CLASSES = {("cleanup", "options"): CleanUpOptionsGame, ("harvest", "options"): HarvestOptionsGame,
+            ("cleanup", "native"): CleanUpNativeGame, ("harvest", "native"): HarvestNativeGame}
+
+
+def guards_for(env: EnvConfig, variant: str) -> str:
+    """The guard file an options game reads ('' for the unfiltered menu)."""
+    from omjax.options.registry import guard_path
+
+    if env.guards == "none":
+        return ""
+    path = env.guards or guard_path(env.game, variant)
+    if not os.path.exists(path):
+        raise FileNotFoundError(
+            f"guard file {path} not found: run `omjax guards --game {env.game} --layout {variant}` "
+            "or set env.guards=none for the unfiltered menu")
+    return path
+
+
+def build_game(env: EnvConfig, interface: str) -> MeltingPotGame:
+    """The Melting Pot game of `env` under `interface` (`options` or `native`)."""
+    cls = _CLASSES[(env.game, interface)]
+    variant = resolve_library(env.game, env.layout)
+    if interface == "options":
+        game = cls(env.game, env.horizon, variant, guards_for(env, variant), env.reward_shaping)
+    else:
+        game = cls(env.game, env.horizon, env.reward_shaping)
+    if game.n_agents != env.n_agents:
+        raise ValueError(f"env.n_agents={env.n_agents} but {SUBSTRATES[env.game]} has {game.n_agents} agents")
+    return game
+
+
+def _factory(interface: str):
+    return lambda env, n_rollouts: build_game(env, interface)
+
+
+for _game in SUBSTRATES:
+    for _interface in ("options", "native"):
+        register_game(_game, _interface, _factory(_interface))
