@@ -121,24 +121,13 @@ def _region(ctx: mp.Ctx, state: SymbolicState, agent: int) -> str:
 
 
 def _aimed(ctx: mp.Ctx, state: SymbolicState, agent: int, target) -> bool:
-    return mp.in_beam(ctx.layout, state.dirt, state.pos[agent], int(state.ori[agent]), target)
-
-
-def _dirt_in_beam(ctx: mp.Ctx, state: SymbolicState, agent: int) -> bool:
-    for lane in mp.beam_lanes(state.pos[agent], int(state.ori[agent])):
-        for x, y in lane:
-            x, y = int(x), int(y)
-            if not mp._inside(ctx.layout, x, y) or ctx.layout.walls[y, x]:
-                break
-            if state.dirt[y, x]:
-                return True
-    return False
+    return mp.state_beam(ctx, state).in_beam(state.pos[agent], int(state.ori[agent]), target)
 
 
 def agent_features(ctx: mp.Ctx, state: SymbolicState, agent: int, view: dict) -> dict[str, str]:
     return {
         "region": _region(ctx, state, agent),
-        "dirt_in_beam": "yes" if _dirt_in_beam(ctx, state, agent) else "no",
+        "dirt_in_beam": "yes" if mp.dirt_in_beam(ctx, state, agent) else "no",
         "apples_visible": "yes" if view["apple"] else "no",
         "dirt_visible": "yes" if view["dirt"] else "no",
     }
@@ -155,58 +144,38 @@ def effect_features(ctx: mp.Ctx, state: SymbolicState, ex: mp.Execution, cls: st
     a, tgt = ex.agent, ex.inst.target
     lay = ctx.layout
     return {
-        "my_apples": "more" if ex.ate > 0 else "same",
+        **mp.common_effects(state, ex, cls),
         "my_cleaned": "more" if ex.cleaned > 0 else "same",
-        "at_target": "yes" if tgt is not None and tuple(state.pos[a]) == tuple(tgt) else "no",
         "at_river": "yes" if mp.at(state, a, lay.river | lay.shore) else "no",
         "on_bank": "yes" if mp.at(state, a, lay.shore) else "no",
         "in_orchard": "yes" if mp.at(state, a, lay.orchard) else "no",
         "aimed": ("yes" if _aimed(ctx, state, a, tgt) else "no") if cls == "dirt" else "none",
-        "tgt_apple": ("present" if state.apples[tgt[1], tgt[0]] else "absent") if cls == "apple" else "none",
         "tgt_dirt": ("present" if state.dirt[tgt[1], tgt[0]] else "absent") if cls == "dirt" else "none",
     }
-
-
-def transient_features(ctx: mp.Ctx, state: SymbolicState, agent: int) -> dict[str, str]:
-    return {"partner_adjacent": mp.partner_adjacent(state, agent)}
-
-
-def _library(name: str, options) -> mp.MPLibrary:
-    """A candidate library: its own option tuple over the shared read / effect / transient sets."""
-    schema = Schema(game="cleanup", options=tuple(spec for spec, _ in options), read_set=_READ,
-                    effect_features=_EFFECT, transient=(PARTNER_ADJACENT,))
-    return mp.MPLibrary(name=f"cleanup/{name}", schema=schema, options=tuple(k for _, k in options),
-                        agent_features=agent_features, target_features=target_features,
-                        effect_features=effect_features,
-                        transient_features=transient_features)
 
 
 @functools.cache
 def library(variant: str) -> mp.MPLibrary:
     if variant not in VARIANTS:
         raise ValueError(f"cleanup has no library {variant!r}; known: {', '.join(VARIANTS)}")
-    return _library(variant, LIB_A if variant == "lib_a" else LIB_B)
+    return mp.make_library("cleanup", variant, LIB_A if variant == "lib_a" else LIB_B, _READ, _EFFECT,
+                           (PARTNER_ADJACENT,), agent_features, target_features, effect_features,
+                           mp.partner_transient)
 
 
 def to_union(lib: mp.MPLibrary, table: RecordTable) -> RecordTable:
     """Records of a candidate library re-indexed to SCHEMA's option order (what files store)."""
-    union = np.array([SCHEMA.option_index(s.name) for s in lib.schema.options], np.int16)
-    return dataclasses.replace(table, opt=union[table.opt])
+    return mp.to_union(SCHEMA, lib, table)
 
 
 def burnin(variant: str, solo_episodes: int, team_episodes: int, seed: int, progress: bool = True,
            episode_length: int | None = None) -> RecordTable:
     lib = library(variant)
-    table = mp.burnin(lib, CleanUp, regions, solo_episodes, team_episodes, seed, progress, episode_length)
-    return to_union(lib, table)
+    return to_union(lib, mp.burnin(lib, CleanUp, regions, solo_episodes, team_episodes, seed, progress,
+                                   episode_length))
 
 
 def start_menu(variant: str, seed: int, agent: int, guards: list[Guard]) -> list[MenuItem]:
     env = CleanUp()
-    return mp.start_menu(library(variant), env, regions(env), seed, agent, _own(variant, guards))
-
-
-def _own(variant: str, guards: list[Guard]) -> list[Guard]:
-    """The guards that concern this library's options (a union guard file may hold both)."""
-    names = set(library(variant).schema.option_names)
-    return [g for g in guards if g.opt in names]
+    lib = library(variant)
+    return mp.start_menu(lib, env, regions(env), seed, agent, mp.own_guards(lib, guards))

@@ -134,45 +134,34 @@ def target_features(ctx: mp.Ctx, state: SymbolicState, agent: int, cls: str | No
 def effect_features(ctx: mp.Ctx, state: SymbolicState, ex: mp.Execution, cls: str | None) -> dict[str, str]:
     a, tgt = ex.agent, ex.inst.target
     return {
-        "my_apples": "more" if ex.ate > 0 else "same",
-        "at_target": "yes" if tgt is not None and tuple(state.pos[a]) == tuple(tgt) else "no",
+        **mp.common_effects(state, ex, cls),
         "in_tgt_patch": _in_patch(ctx, state, a, tgt) if cls == "patch" else "none",
         "on_floor": "yes" if mp.at(state, a, ctx.regions["floor"]) else "no",
-        "tgt_apple": ("present" if state.apples[tgt[1], tgt[0]] else "absent") if cls == "apple" else "none",
     }
-
-
-def transient_features(ctx: mp.Ctx, state: SymbolicState, agent: int) -> dict[str, str]:
-    return {"partner_adjacent": mp.partner_adjacent(state, agent)}
 
 
 @functools.cache
 def library(variant: str) -> mp.MPLibrary:
     if variant not in VARIANTS:
         raise ValueError(f"harvest has no library {variant!r}; known: {', '.join(VARIANTS)}")
-    options = LIB_A if variant == "lib_a" else LIB_B
-    schema = Schema(game="harvest", options=tuple(spec for spec, _ in options), read_set=_READ,
-                    effect_features=_EFFECT, transient=(PARTNER_ADJACENT,))
-    return mp.MPLibrary(name=f"harvest/{variant}", schema=schema, options=tuple(k for _, k in options),
-                        agent_features=agent_features, target_features=target_features,
-                        effect_features=effect_features,
-                        transient_features=transient_features)
+    return mp.make_library("harvest", variant, LIB_A if variant == "lib_a" else LIB_B, _READ, _EFFECT,
+                           (PARTNER_ADJACENT,), agent_features, target_features, effect_features,
+                           mp.partner_transient)
 
 
 def to_union(lib: mp.MPLibrary, table: RecordTable) -> RecordTable:
     """Records of a candidate library re-indexed to SCHEMA's option order (what files store)."""
-    union = np.array([SCHEMA.option_index(s.name) for s in lib.schema.options], np.int16)
-    return dataclasses.replace(table, opt=union[table.opt])
+    return mp.to_union(SCHEMA, lib, table)
 
 
 def burnin(variant: str, solo_episodes: int, team_episodes: int, seed: int, progress: bool = True,
            episode_length: int | None = None) -> RecordTable:
     lib = library(variant)
-    table = mp.burnin(lib, CommonsHarvest, regions, solo_episodes, team_episodes, seed, progress, episode_length)
-    return to_union(lib, table)
+    return to_union(lib, mp.burnin(lib, CommonsHarvest, regions, solo_episodes, team_episodes, seed, progress,
+                                   episode_length))
 
 
 def start_menu(variant: str, seed: int, agent: int, guards: list[Guard]) -> list[MenuItem]:
     env = CommonsHarvest()
-    names = set(library(variant).schema.option_names)
-    return mp.start_menu(library(variant), env, regions(env), seed, agent, [g for g in guards if g.opt in names])
+    lib = library(variant)
+    return mp.start_menu(lib, env, regions(env), seed, agent, mp.own_guards(lib, guards))

@@ -39,6 +39,7 @@ Training-side API (one env, one agent; the trainer loops over its K envs and A a
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Callable
 
 import numpy as np
@@ -77,6 +78,8 @@ class Ctx:
     regions: dict[str, np.ndarray]  # goal regions of `goto` options without a target, bool [H, W]
     component: np.ndarray  # int32 [H, W] connected component of each walkable cell (-1: wall)
     dist: np.ndarray  # int32 [H, W, H, W] static walking distance between any two cells
+    cache: dict = dataclasses.field(default_factory=dict, compare=False, repr=False)
+    """distance-to-goal maps (`goal_distance`), shared by every agent, option and step"""
 
     @property
     def noop(self) -> int:
@@ -124,6 +127,50 @@ class MPLibrary:
                 raise ValueError(f"{self.name}: option {spec.name!r} of kind {opt.kind!r} "
                                  f"{'needs' if wants_target else 'takes no'} target class")
 
+    # Value -> code tables of the three feature sets (cached on the frozen instance).
+    @functools.cached_property
+    def read_codec(self) -> tuple:
+        return _codec(self.schema.read_set)
+
+    @functools.cached_property
+    def effect_codec(self) -> tuple:
+        return _codec(self.schema.effect_features)
+
+    @functools.cached_property
+    def transient_codec(self) -> tuple:
+        return _codec(self.schema.transient)
+
+    @functools.cached_property
+    def kinds(self) -> tuple[str, ...]:
+        return tuple(o.kind for o in self.options)
+
+    @functools.cached_property
+    def classes(self) -> tuple[str | None, ...]:
+        return tuple(s.target_class for s in self.schema.options)
+
+
+def make_library(game: str, variant: str, options, read_set, effect_set, transient, agent_features,
+                 target_features, effect_features, transient_features) -> MPLibrary:
+    """A candidate library `<game>/<variant>`: `options` is a tuple of (OptionSpec, MPOption)
+    pairs over the game's shared read / effect / transient feature sets."""
+    schema = Schema(game=game, options=tuple(spec for spec, _ in options), read_set=read_set,
+                    effect_features=effect_set, transient=transient)
+    return MPLibrary(name=f"{game}/{variant}", schema=schema, options=tuple(k for _, k in options),
+                     agent_features=agent_features, target_features=target_features,
+                     effect_features=effect_features, transient_features=transient_features)
+
+
+def to_union(union: Schema, lib: MPLibrary, table: RecordTable) -> RecordTable:
+    """Records of a candidate library re-indexed to the union schema's option order (what files store)."""
+    index = np.array([union.option_index(s.name) for s in lib.schema.options], np.int16)
+    return dataclasses.replace(table, opt=index[table.opt])
+
+
+def own_guards(lib: MPLibrary, guards: list[Guard]) -> list[Guard]:
+    """The guards that concern this library's options (a union guard file may hold several libraries)."""
+    names = set(lib.schema.option_names)
+    return [g for g in guards if g.opt in names]
+
 
 def make_ctx(env: MeltingPotEnv, regions: dict[str, np.ndarray]) -> Ctx:
     dist = all_pairs_distance(env.layout.walkable)
@@ -162,6 +209,36 @@ def _inside(layout: Layout, x: int, y: int) -> bool:
     return 0 <= x < w and 0 <= y < h
 
 
+# ---------------------------------------------------------------------- per-step memo
+def _memo(state: SymbolicState) -> dict:
+    """A scratch dict living on `state` (one env step): what every agent and option of that step
+    shares -- targets, features, occupied cells, beam geometry. States are never mutated in place
+    (the adapter makes a new one per step; `dataclasses.replace` starts with an empty memo)."""
+    memo = state.__dict__.get("_memo")
+    if memo is None:
+        memo = {}
+        object.__setattr__(state, "_memo", memo)
+    return memo
+
+
+def _lib_memo(state: SymbolicState, lib: MPLibrary) -> dict:
+    memo = _memo(state)
+    entry = memo.get(id(lib))
+    if entry is None or entry[0] is not lib:
+        entry = memo[id(lib)] = (lib, {})
+    return entry[1]
+
+
+def _occupied(state: SymbolicState) -> set[tuple[int, int]]:
+    """Cells held by alive avatars (an agent's own cell is never one of its neighbours)."""
+    memo = _memo(state)
+    occ = memo.get("occupied")
+    if occ is None:
+        occ = memo["occupied"] = {(x, y) for (x, y), alive in zip(state.pos.tolist(), state.alive.tolist()) if alive}
+    return occ
+
+
+# ---------------------------------------------------------------------- cleaning beam
 def beam_lanes(pos, ori: int) -> list[list[tuple[int, int]]]:
     """The cleaning beam's three lanes from an avatar at `pos` facing `ori`, cells in firing order."""
     (hx, hy), (rx, ry) = _HEAD[ori], _HEAD[(ori + 1) % 4]
@@ -171,9 +248,24 @@ def beam_lanes(pos, ori: int) -> list[list[tuple[int, int]]]:
     return [centre, *sides]
 
 
-def in_beam(layout: Layout, dirt: np.ndarray, pos, ori: int, target) -> bool:
-    """True iff firing from (pos, ori) reaches `target`: it lies in a lane and nothing before it
-    in that lane (a wall or another dirt cell) stops the beam."""
+# Offsets (dx, dy) of the beam's cells from the shooter, [orientation, lane cell j, 2]; lane-major
+# (j = 3 * lane + k) in `beam_lanes` order.
+_BEAM_OFF = np.array([[c for lane in beam_lanes((0, 0), o) for c in lane] for o in range(4)], np.int64)
+_BEAM_PAD = BEAM_LENGTH + 1
+
+
+@functools.cache
+def _beam_cells(h: int, w: int) -> np.ndarray:
+    """int [4, 3, BEAM_LENGTH, H*W]: flat index, in the map padded by `_BEAM_PAD`, of lane cell
+    (lane, k) of the beam fired from every cell facing each orientation."""
+    p, wp = _BEAM_PAD, w + 2 * _BEAM_PAD
+    ys, xs = np.divmod(np.arange(h * w), w)
+    off = _BEAM_OFF.reshape(4, 3, BEAM_LENGTH, 1, 2)
+    return (ys + p + off[..., 1]) * wp + (xs + p + off[..., 0])
+
+
+def in_beam_reference(layout: Layout, dirt: np.ndarray, pos, ori: int, target) -> bool:
+    """`in_beam`, walked lane by lane in Python (the definition the vectorised `BeamMap` is tested against)."""
     target = (int(target[0]), int(target[1]))
     for lane in beam_lanes(pos, ori):
         for x, y in lane:
@@ -186,57 +278,114 @@ def in_beam(layout: Layout, dirt: np.ndarray, pos, ori: int, target) -> bool:
     return False
 
 
-_POSE_CACHE: dict[tuple, np.ndarray] = {}
+class BeamMap:
+    """The cleaning beam on one dirt grid, for every pose at once.
+
+    `reach[o, j, y, x]`: firing from (x, y) facing o reaches lane cell j (`_BEAM_OFF`): the cell
+    lies on the map, is no wall, and no earlier cell of its lane is off the map, a wall or dirt
+    (the first dirt cell of a lane is reached and stops the beam). Built with 36 shifted grid
+    ANDs; firing poses of a target are 36 gathers from it."""
+
+    def __init__(self, layout: Layout, dirt: np.ndarray):
+        h, w = layout.shape
+        p = _BEAM_PAD
+        ok = np.zeros((h + 2 * p, w + 2 * p), bool)
+        ok[p:p + h, p:p + w] = ~layout.walls
+        passes = ok.copy()
+        passes[p:p + h, p:p + w] &= ~dirt
+        dirt_pad = np.zeros_like(ok)
+        dirt_pad[p:p + h, p:p + w] = dirt
+        cells = _beam_cells(h, w)  # [4, 3, BEAM_LENGTH, H*W] flat padded index of each lane cell
+        reach = ok.ravel()[cells]  # [4, 3, K, HW]
+        run = passes.ravel()[cells]
+        for k in range(1, BEAM_LENGTH):  # a cell is reached if every earlier cell of its lane lets the beam pass
+            run[:, :, k] &= run[:, :, k - 1]
+            reach[:, :, k] &= run[:, :, k - 1]
+        self.reach = reach.reshape(4, 3 * BEAM_LENGTH, h, w)
+        self.hits_dirt = np.any(reach & dirt_pad.ravel()[cells], axis=(1, 2)).reshape(4, h, w)
+        self.layout = layout
+        self._poses: dict[tuple[int, int], np.ndarray] = {}
+        self._goal: dict[tuple[int, int], np.ndarray] = {}
+
+    def in_beam(self, pos, ori: int, target) -> bool:
+        dx, dy = int(target[0]) - int(pos[0]), int(target[1]) - int(pos[1])
+        j = np.nonzero((_BEAM_OFF[ori, :, 0] == dx) & (_BEAM_OFF[ori, :, 1] == dy))[0]
+        return bool(len(j)) and bool(self.reach[ori, j[0], int(pos[1]), int(pos[0])])
+
+    def poses(self, target) -> np.ndarray:
+        """bool [4, H, W]: walkable poses whose beam reaches `target` (read-only)."""
+        key = (int(target[0]), int(target[1]))
+        out = self._poses.get(key)
+        if out is None:
+            h, w = self.layout.shape
+            px = key[0] - _BEAM_OFF[..., 0]
+            py = key[1] - _BEAM_OFF[..., 1]
+            on = (px >= 0) & (px < w) & (py >= 0) & (py < h)
+            o, j = np.nonzero(on)
+            px, py = px[on], py[on]
+            out = np.zeros((4, h, w), bool)
+            out[o, py, px] = self.reach[o, j, py, px] & self.layout.walkable[py, px]
+            out.flags.writeable = False
+            self._poses[key] = out
+        return out
+
+    def goal(self, target) -> np.ndarray:
+        """bool [H, W]: cells of any firing pose of `target` (read-only)."""
+        key = (int(target[0]), int(target[1]))
+        out = self._goal.get(key)
+        if out is None:
+            out = self._goal[key] = self.poses(key).any(axis=0)
+            out.flags.writeable = False
+        return out
+
+
+_BEAM_CACHE: dict[tuple[bytes, bytes], BeamMap] = {}
+
+
+def beam_map(layout: Layout, dirt: np.ndarray) -> BeamMap:
+    """The `BeamMap` of a dirt grid (memoised across steps: dirt changes a few times per step at most)."""
+    key = (layout.walls.tobytes(), dirt.tobytes())
+    beam = _BEAM_CACHE.get(key)
+    if beam is None:
+        if len(_BEAM_CACHE) >= CACHE_SIZE:
+            _BEAM_CACHE.clear()
+        beam = _BEAM_CACHE[key] = BeamMap(layout, dirt)
+    return beam
+
+
+def state_beam(ctx: Ctx, state: SymbolicState) -> BeamMap:
+    """`beam_map` of this state's dirt, looked up once per state."""
+    memo = _memo(state)
+    beam = memo.get("beam")
+    if beam is None:
+        beam = memo["beam"] = beam_map(ctx.layout, state.dirt)
+    return beam
+
+
+def in_beam(layout: Layout, dirt: np.ndarray, pos, ori: int, target) -> bool:
+    """True iff firing from (pos, ori) reaches `target`: it lies in a lane and nothing before it
+    in that lane (a wall or another dirt cell) stops the beam."""
+    return beam_map(layout, dirt).in_beam(pos, int(ori), target)
 
 
 def firing_poses(layout: Layout, dirt: np.ndarray, target) -> np.ndarray:
     """bool [4, H, W]: (orientation, cell) poses whose beam reaches `target` (memoised on the
-    dirt grid, which changes a few times per episode step at most; treat the result as read-only)."""
-    key = (layout.walkable.tobytes(), dirt.tobytes(), int(target[0]), int(target[1]))
-    poses = _POSE_CACHE.get(key)
-    if poses is None:
-        if len(_POSE_CACHE) >= CACHE_SIZE:
-            _POSE_CACHE.clear()
-        poses = _POSE_CACHE[key] = _firing_poses(layout, dirt, target)
-    return poses
-
-
-def _pose_candidates(target):
-    """(orientation, x, y) of every pose whose beam footprint contains `target`."""
-    tx, ty = int(target[0]), int(target[1])
-    for ori in range(4):
-        (hx, hy), (rx, ry) = _HEAD[ori], _HEAD[(ori + 1) % 4]
-        for k in range(1, BEAM_LENGTH + 1):
-            yield ori, tx - k * hx, ty - k * hy
-        for s in (-1, 1):
-            for k in range(BEAM_LENGTH):
-                yield ori, tx - s * rx - k * hx, ty - s * ry - k * hy
-
-
-def _firing_poses(layout: Layout, dirt: np.ndarray, target) -> np.ndarray:
-    h, w = layout.shape
-    poses = np.zeros((4, h, w), bool)
-    for ori, x, y in _pose_candidates(target):
-        if _inside(layout, x, y) and layout.walkable[y, x] and in_beam(layout, dirt, (x, y), ori, target):
-            poses[ori, y, x] = True
-    return poses
+    dirt grid, which changes a few times per episode step at most; the result is read-only)."""
+    return beam_map(layout, dirt).poses(target)
 
 
 def has_firing_pose(layout: Layout, dirt: np.ndarray, target, allowed: np.ndarray) -> bool:
-    """Whether some firing pose for `target` stands on an `allowed` cell (stops at the first)."""
-    for ori, x, y in _pose_candidates(target):
-        if _inside(layout, x, y) and allowed[y, x] and layout.walkable[y, x] \
-                and in_beam(layout, dirt, (x, y), ori, target):
-            return True
-    return False
+    """Whether some firing pose for `target` stands on an `allowed` cell."""
+    return bool(np.any(beam_map(layout, dirt).poses(target) & allowed[None]))
 
 
-def _others(state: SymbolicState, agent: int) -> set[tuple[int, int]]:
-    """Cells held by the other alive avatars."""
-    return {(x, y) for a, ((x, y), alive) in enumerate(zip(state.pos.tolist(), state.alive.tolist()))
-            if a != agent and alive}
+def dirt_in_beam(ctx: Ctx, state: SymbolicState, agent: int) -> bool:
+    """Would firing now, from the agent's pose, hit some dirt."""
+    x, y = int(state.pos[agent, 0]), int(state.pos[agent, 1])
+    return bool(state_beam(ctx, state).hits_dirt[int(state.ori[agent]), y, x])
 
 
+# ---------------------------------------------------------------------- walking
 def all_pairs_distance(walkable: np.ndarray) -> np.ndarray:
     """int32 [H, W, H, W]: walking steps between every two cells of the static map (INF across
     walls or between components). Computed once per substrate (a BFS per cell, in C)."""
@@ -252,36 +401,47 @@ def all_pairs_distance(walkable: np.ndarray) -> np.ndarray:
     return dist.reshape(h, w, h, w)
 
 
-def walk_action(ctx: Ctx, state: SymbolicState, agent: int, goal: np.ndarray) -> int | None:
-    """First move of a shortest walk into `goal` on the walkable map, or None if the agent
-    stands in it, no route exists, or every useful neighbour is occupied.
+def goal_distance(ctx: Ctx, goal: np.ndarray) -> np.ndarray:
+    """int32 [H, W]: walking steps from every cell to the nearest cell of `goal` (INF: none
+    reachable). Memoised on the goal grid in `ctx.cache`, so all agents, options and steps
+    walking to the same goal share one map (the distance table is symmetric)."""
+    key = goal.tobytes()
+    out = ctx.cache.get(key)
+    if out is None:
+        h, w = goal.shape
+        idx = np.flatnonzero(goal)
+        if len(idx):
+            out = ctx.dist.reshape(h * w, h * w)[idx].min(axis=0).reshape(h, w)
+        else:
+            out = np.full((h, w), INF, np.int32)
+        if len(ctx.cache) >= CACHE_SIZE:
+            ctx.cache.clear()
+        out.flags.writeable = False
+        ctx.cache[key] = out
+    return out
 
-    Distances from a cell to the goal are read off the precomputed all-pairs table, so a step
-    costs five lookups whatever the goal. Partners are avoided locally: if the next cell of every
-    shortest route holds another avatar, the agent sidesteps to a free cell no farther from the
-    goal, else it waits a step."""
-    x, y = (int(v) for v in state.pos[agent])
-    if goal[y, x]:
+
+def _cell_distance(ctx: Ctx, x: int, y: int) -> np.ndarray:
+    """int32 [H, W]: walking steps to the single cell (x, y) (a view of the distance table)."""
+    return ctx.dist[y, x]
+
+
+def _walk(ctx: Ctx, state: SymbolicState, agent: int, dist: np.ndarray) -> int | None:
+    """`walk_action` given the goal's distance map."""
+    x, y = int(state.pos[agent, 0]), int(state.pos[agent, 1])
+    here = int(dist[y, x])
+    if here == 0 or here == INF:  # standing in the goal, or no route
         return None
-    goal_idx = np.flatnonzero(goal)
-    if not len(goal_idx):
-        return None
-    h, w = goal.shape
-    # Rows: the agent's cell, then its N, E, S, W neighbours (clipped; off-map ones are skipped).
-    ys = [y] + [min(max(y + dy, 0), h - 1) for _, dy in _HEAD]
-    xs = [x] + [min(max(x + dx, 0), w - 1) for dx, _ in _HEAD]
-    near = ctx.dist.reshape(h, w, h * w)[ys, xs][:, goal_idx].min(axis=1).tolist()  # [5]
-    here = near[0]
-    if here == INF:
-        return None
+    h, w = dist.shape
     walkable = ctx.layout.walkable
-    occupied = _others(state, agent)
+    occupied = _occupied(state)
     ori = int(state.ori[agent])
     sidestep = None
-    for (dx, dy), there in zip(_HEAD, near[1:]):  # N, E, S, W: deterministic tie-breaking
+    for dx, dy in _HEAD:  # N, E, S, W: deterministic tie-breaking
         nx, ny = x + dx, y + dy
-        if not _inside(ctx.layout, nx, ny) or not walkable[ny, nx] or (nx, ny) in occupied:
+        if not (0 <= nx < w and 0 <= ny < h) or not walkable[ny, nx] or (nx, ny) in occupied:
             continue
+        there = int(dist[ny, nx])
         if there < here:
             return relative_move(ctx, ori, (dx, dy))
         if there == here and sidestep is None:
@@ -289,22 +449,57 @@ def walk_action(ctx: Ctx, state: SymbolicState, agent: int, goal: np.ndarray) ->
     return None if sidestep is None else relative_move(ctx, ori, sidestep)
 
 
+def walk_action(ctx: Ctx, state: SymbolicState, agent: int, goal: np.ndarray) -> int | None:
+    """First move of a shortest walk into `goal` on the walkable map, or None if the agent
+    stands in it, no route exists, or every useful neighbour is occupied.
+
+    Distances to the goal come from `goal_distance` (one map per goal, shared), so a step costs
+    five lookups. Partners are avoided locally: if the next cell of every shortest route holds
+    another avatar, the agent sidesteps to a free cell no farther from the goal, else it waits a
+    step."""
+    return _walk(ctx, state, agent, goal_distance(ctx, goal))
+
+
 # ---------------------------------------------------------------------- instances and features
 def targets(ctx: Ctx, state: SymbolicState, agent: int) -> dict[str, list[tuple[int, int]]]:
-    """Targets of every class for `agent`: visible apples and dirt (nearest first), all patches."""
+    """Targets of every class for `agent`: visible apples and dirt (nearest first), all patches.
+
+    Memoised per state and agent: treat the result as read-only."""
+    memo = _memo(state)
+    key = ("targets", agent)
+    out = memo.get(key)
+    if out is not None:
+        return out
     view = view_mask(state.pos[agent], int(state.ori[agent]), state.apples.shape)
     out = {}
     for cls, grid in (("apple", state.apples), ("dirt", state.dirt)):
         ys, xs = np.nonzero(grid & view)
         dist = np.abs(xs - state.pos[agent, 0]) + np.abs(ys - state.pos[agent, 1])
         order = np.lexsort((xs, ys, dist))
-        out[cls] = [(int(xs[k]), int(ys[k])) for k in order]
-    out["patch"] = [(int(x), int(y)) for x, y in ctx.layout.patch_anchor]
+        out[cls] = list(zip(xs[order].tolist(), ys[order].tolist()))
+    anchors = ctx.cache.get("anchors")
+    if anchors is None:
+        anchors = ctx.cache["anchors"] = [(int(x), int(y)) for x, y in ctx.layout.patch_anchor]
+    out["patch"] = anchors
+    memo[key] = out
+    return out
+
+
+def _patch_mask(ctx: Ctx, target) -> np.ndarray:
+    """bool [H, W]: cells of the patch holding `target` (memoised in `ctx.cache`)."""
+    pid = int(ctx.layout.patch_id[target[1], target[0]])
+    key = ("patch", pid)
+    out = ctx.cache.get(key)
+    if out is None:
+        out = ctx.cache[key] = ctx.layout.patch_id == pid
+        out.flags.writeable = False
     return out
 
 
 def goal_mask(lib: MPLibrary, ctx: Ctx, state: SymbolicState, opt: int, target) -> np.ndarray:
-    """Cells where option `opt`'s walk ends (for `clean`/`approach`: cells of any firing pose)."""
+    """Cells where option `opt`'s walk ends (for `clean`/`approach`: cells of any firing pose).
+
+    The result may be shared: treat it as read-only."""
     kind = lib.options[opt]
     shape = ctx.layout.shape
     if kind.kind == "eat":
@@ -312,13 +507,36 @@ def goal_mask(lib: MPLibrary, ctx: Ctx, state: SymbolicState, opt: int, target) 
         goal[target[1], target[0]] = True
         return goal
     if kind.kind in ("clean", "approach"):
-        return firing_poses(ctx.layout, state.dirt, target).any(axis=0)
+        return state_beam(ctx, state).goal(target)
     if kind.kind == "goto" and kind.region is not None:
         return ctx.regions[kind.region]
     if kind.kind in ("goto", "patch_eat"):
-        patch = ctx.layout.patch_id == ctx.layout.patch_id[target[1], target[0]]
+        patch = _patch_mask(ctx, target)
         return patch if kind.kind == "goto" else patch & state.apples
     return np.zeros(shape, bool)
+
+
+def _goal_distance_of(lib: MPLibrary, ctx: Ctx, state: SymbolicState, opt: int, target) -> np.ndarray:
+    """`goal_distance` of `goal_mask(...)`, without building single-cell goals."""
+    if lib.kinds[opt] == "eat":
+        return _cell_distance(ctx, int(target[0]), int(target[1]))
+    return goal_distance(ctx, goal_mask(lib, ctx, state, opt, target))
+
+
+def _in_goal(lib: MPLibrary, ctx: Ctx, state: SymbolicState, opt: int, target, x: int, y: int) -> bool:
+    """`goal_mask(...)[y, x]` without building the mask."""
+    kind = lib.options[opt]
+    if kind.kind == "eat":
+        return (x, y) == (int(target[0]), int(target[1]))
+    if kind.kind in ("clean", "approach"):
+        return bool(state_beam(ctx, state).goal(target)[y, x])
+    if kind.kind == "goto" and kind.region is not None:
+        return bool(ctx.regions[kind.region][y, x])
+    if kind.kind in ("goto", "patch_eat"):
+        pid = ctx.layout.patch_id[target[1], target[0]]
+        in_patch = ctx.layout.patch_id[y, x] == pid
+        return bool(in_patch) if kind.kind == "goto" else bool(in_patch and state.apples[y, x])
+    return False
 
 
 def target_present(lib: MPLibrary, state: SymbolicState, opt: int, target) -> bool:
@@ -332,8 +550,29 @@ def target_present(lib: MPLibrary, state: SymbolicState, opt: int, target) -> bo
 
 def live_failures(lib: MPLibrary, ctx: Ctx, state: SymbolicState, agent: int, inst: Instance) -> np.ndarray:
     """bool [R]: the typed failures the raw executor would raise for `inst` right now."""
-    x, y = state.pos[agent]
-    return _live(lib, ctx, state, inst, ctx.component == ctx.component[y, x])
+    return _live_memo(lib, ctx, state, agent, inst).copy()
+
+
+def _live_memo(lib: MPLibrary, ctx: Ctx, state: SymbolicState, agent: int, inst: Instance) -> np.ndarray:
+    """`live_failures`, memoised per state (read-only)."""
+    memo = _lib_memo(state, lib)
+    key = ("live", agent, inst.opt, inst.target)
+    live = memo.get(key)
+    if live is None:
+        live = memo[key] = _live(lib, ctx, state, inst, _component_mask(ctx, state, agent))
+        live.flags.writeable = False
+    return live
+
+
+def _component_mask(ctx: Ctx, state: SymbolicState, agent: int) -> np.ndarray:
+    """bool [H, W]: the walkable component the agent stands in (memoised per component)."""
+    label = int(ctx.component[state.pos[agent, 1], state.pos[agent, 0]])
+    key = ("component", label)
+    out = ctx.cache.get(key)
+    if out is None:
+        out = ctx.cache[key] = ctx.component == label
+        out.flags.writeable = False
+    return out
 
 
 def _live(lib: MPLibrary, ctx: Ctx, state: SymbolicState, inst: Instance, mine: np.ndarray) -> np.ndarray:
@@ -347,13 +586,33 @@ def _live(lib: MPLibrary, ctx: Ctx, state: SymbolicState, inst: Instance, mine: 
         return live
     # A static route exists iff some goal cell lies in the agent's walkable component.
     if kind in ("clean", "approach"):
-        reachable = has_firing_pose(ctx.layout, state.dirt, inst.target, mine)
+        reachable = bool(np.any(state_beam(ctx, state).poses(inst.target) & mine[None]))
     elif kind == "eat":
         reachable = bool(mine[inst.target[1], inst.target[0]])
+    elif kind == "goto":  # a static goal: memoised per goal and component
+        goal = goal_mask(lib, ctx, state, inst.opt, inst.target)
+        key = ("reachable", id(goal), mine.tobytes())
+        hit = ctx.cache.get(key)
+        if hit is None or hit[0] is not goal:
+            hit = ctx.cache[key] = (goal, bool(np.any(goal & mine)))
+        reachable = hit[1]
     else:
         reachable = bool(np.any(goal_mask(lib, ctx, state, inst.opt, inst.target) & mine))
     live[Reason.NoPath] = not reachable
     return live
+
+
+def _codec(features) -> tuple:
+    return tuple((f, {v: i for i, v in enumerate(f.values)}) for f in features)
+
+
+def _encode(codec: tuple, values: dict) -> np.ndarray:
+    out = []
+    for f, table in codec:
+        v = values[f.name]
+        c = table.get(v)
+        out.append(f.code(v) if c is None else c)  # f.code raises the usual error
+    return np.array(out, np.int8)
 
 
 def _codes(features, values: dict) -> np.ndarray:
@@ -373,42 +632,138 @@ DIST_VALUES = ("none", "0", "1", "2-3", "4-6", "7+")
 
 def partner_adjacent(state: SymbolicState, agent: int) -> str:
     """Transient: is another alive avatar on a 4-neighbour cell."""
-    others = [a for a in np.nonzero(state.alive)[0] if a != agent]
-    d = np.abs(state.pos[others] - state.pos[agent]).sum(axis=1)
-    return "yes" if np.any(d == 1) else "no"
+    x, y = int(state.pos[agent, 0]), int(state.pos[agent, 1])
+    occ = _occupied(state)
+    return "yes" if any((x + dx, y + dy) in occ for dx, dy in _HEAD) else "no"
 
 
 def at(state: SymbolicState, agent: int, grid: np.ndarray) -> bool:
     return bool(grid[state.pos[agent, 1], state.pos[agent, 0]])
 
 
+def partner_transient(ctx: Ctx, state: SymbolicState, agent: int) -> dict[str, str]:
+    """The transient features both Melting Pot games log: `partner_adjacent`."""
+    return {"partner_adjacent": partner_adjacent(state, agent)}
+
+
+def common_effects(state: SymbolicState, ex: "Execution", cls: str | None) -> dict[str, str]:
+    """Effect features both games share: `my_apples` (ate during the execution), `at_target`,
+    `tgt_apple` (present / absent; none without an apple target)."""
+    a, tgt = ex.agent, ex.inst.target
+    return {
+        "my_apples": "more" if ex.ate > 0 else "same",
+        "at_target": "yes" if tgt is not None and tuple(state.pos[a]) == tuple(tgt) else "no",
+        "tgt_apple": ("present" if state.apples[tgt[1], tgt[0]] else "absent") if cls == "apple" else "none",
+    }
+
+
+def _agent_values(lib: MPLibrary, ctx: Ctx, state: SymbolicState, agent: int) -> dict:
+    memo = _lib_memo(state, lib)
+    key = ("agent", agent)
+    values = memo.get(key)
+    if values is None:
+        values = memo[key] = lib.agent_features(ctx, state, agent, targets(ctx, state, agent))
+    return values
+
+
 def _read_codes(lib: MPLibrary, ctx: Ctx, state: SymbolicState, agent: int, inst: Instance,
-                agent_values: dict) -> np.ndarray:
-    cls = lib.schema.options[inst.opt].target_class
-    values = {**agent_values, **lib.target_features(ctx, state, agent, cls, inst.target)}
-    return _codes(lib.schema.read_set, values)
+                agent_values: dict | None = None) -> np.ndarray:
+    """int8 [F] read-set codes of `inst` for `agent` (they depend on the target class and target
+    only, so options sharing a class share them; memoised per state)."""
+    cls = lib.classes[inst.opt]
+    memo = _lib_memo(state, lib)
+    key = ("read", agent, cls, inst.target)
+    codes = memo.get(key)
+    if codes is None:
+        if agent_values is None:
+            agent_values = _agent_values(lib, ctx, state, agent)
+        values = {**agent_values, **lib.target_features(ctx, state, agent, cls, inst.target)}
+        codes = memo[key] = _encode(lib.read_codec, values)
+        codes.flags.writeable = False
+    return codes
+
+
+def _transient_codes(lib: MPLibrary, ctx: Ctx, state: SymbolicState, agent: int) -> np.ndarray:
+    memo = _lib_memo(state, lib)
+    key = ("transient", agent)
+    codes = memo.get(key)
+    if codes is None:
+        codes = memo[key] = _encode(lib.transient_codec, lib.transient_features(ctx, state, agent))
+        codes.flags.writeable = False
+    return codes
 
 
 def _effect_codes(lib: MPLibrary, ctx: Ctx, state: SymbolicState, ex: "Execution") -> np.ndarray:
-    cls = lib.schema.options[ex.inst.opt].target_class
-    return _codes(lib.schema.effect_features, lib.effect_features(ctx, state, ex, cls))
+    return _encode(lib.effect_codec, lib.effect_features(ctx, state, ex, lib.classes[ex.inst.opt]))
 
 
 def instances_for(lib: MPLibrary, ctx: Ctx, state: SymbolicState, agent: int) -> list[Instance]:
     return menu_mod.instantiate(lib.schema, targets(ctx, state, agent))
 
 
+def menu_arrays(lib: MPLibrary, ctx: Ctx, state: SymbolicState, agent: int
+                ) -> tuple[list[Instance], np.ndarray, np.ndarray]:
+    """(instances, feats int8 [I, F], live bool [I, R]) of `agent`'s guardless menu: what the
+    guard evaluators (`menu.hidden_mask`, `menu.hidden_mask_jax`) read."""
+    insts = instances_for(lib, ctx, state, agent)
+    agent_values = _agent_values(lib, ctx, state, agent)
+    feats = np.empty((len(insts), len(lib.schema.read_set)), np.int8)
+    live = np.empty((len(insts), len(Reason)), bool)
+    for i, inst in enumerate(insts):
+        feats[i] = _read_codes(lib, ctx, state, agent, inst, agent_values)
+        live[i] = _live_memo(lib, ctx, state, agent, inst)
+    return insts, feats, live
+
+
 def menu(lib: MPLibrary, ctx: Ctx, state: SymbolicState, agent: int, guards: list[Guard],
          rng: np.random.Generator) -> tuple[list[MenuItem], list[Instance]]:
     """The lettered, guard-filtered, shuffled menu of `agent` and the instance list it indexes."""
-    view = targets(ctx, state, agent)
-    insts = menu_mod.instantiate(lib.schema, view)
-    agent_values = lib.agent_features(ctx, state, agent, view)
-    feats = np.stack([_read_codes(lib, ctx, state, agent, i, agent_values) for i in insts])
-    x, y = state.pos[agent]
-    mine = ctx.component == ctx.component[y, x]
-    live = np.stack([_live(lib, ctx, state, i, mine) for i in insts])
+    insts, feats, live = menu_arrays(lib, ctx, state, agent)
     return menu_mod.assemble_menu(lib.schema, guards, insts, feats, live, rng), insts
+
+
+@dataclasses.dataclass(frozen=True)
+class MenuBatch:
+    """Guardless menus of many (state, agent) decisions as padded arrays, for the JAX evaluator.
+
+    N decisions, I = the longest instance list; row n's first `count[n]` slots are its instances."""
+
+    instances: list[list[Instance]]
+    inst_opt: np.ndarray  # int32 [N, I]
+    feats: np.ndarray  # int8 [N, I, F]
+    live: np.ndarray  # bool [N, I, R]
+    valid: np.ndarray  # bool [N, I]
+
+
+def menu_batch(lib: MPLibrary, ctx: Ctx, decisions) -> MenuBatch:
+    """`menu_arrays` of every (state, agent) in `decisions`, padded into one `MenuBatch`."""
+    rows = [menu_arrays(lib, ctx, state, agent) for state, agent in decisions]
+    n, i_max = len(rows), max((len(r[0]) for r in rows), default=0)
+    inst_opt = np.zeros((n, i_max), np.int32)
+    feats = np.zeros((n, i_max, len(lib.schema.read_set)), np.int8)
+    live = np.zeros((n, i_max, len(Reason)), bool)
+    valid = np.zeros((n, i_max), bool)
+    for k, (insts, f, lv) in enumerate(rows):
+        m = len(insts)
+        inst_opt[k, :m] = [inst.opt for inst in insts]
+        feats[k, :m], live[k, :m], valid[k, :m] = f, lv, True
+    return MenuBatch([r[0] for r in rows], inst_opt, feats, live, valid)
+
+
+def hidden_mask_batch_jax(table: "menu_mod.GuardTable", batch: MenuBatch):
+    """bool [N, I]: `menu.hidden_mask_jax` of every row of `batch` in one jitted call (instance
+    lists differ per decision, so the option index is batched too); padding slots are False."""
+    import jax  # noqa: PLC0415
+
+    hidden = _hidden_batch_fn()(table, batch.inst_opt, batch.feats, batch.live)
+    return np.asarray(jax.device_get(hidden)) & batch.valid
+
+
+@functools.cache
+def _hidden_batch_fn():
+    import jax  # noqa: PLC0415
+
+    return jax.jit(jax.vmap(menu_mod.hidden_mask_jax, in_axes=(None, 0, 0, 0)))
 
 
 # ---------------------------------------------------------------------- executions
@@ -429,15 +784,22 @@ class Execution:
     fired: bool = False  # the final FIRE_CLEAN has been emitted
 
 
+def _evolve(ex: Execution, **changes) -> Execution:
+    """`dataclasses.replace` for Execution without re-running __init__ (a hot path)."""
+    new = object.__new__(Execution)
+    new.__dict__.update(ex.__dict__)
+    new.__dict__.update(changes)
+    return new
+
+
 def start(lib: MPLibrary, ctx: Ctx, state: SymbolicState, agent: int, inst: Instance) -> Execution:
-    live = live_failures(lib, ctx, state, agent, inst)
+    live = _live_memo(lib, ctx, state, agent, inst)
     failure = Reason(int(np.argmax(live))) if live.any() else None
     ex = Execution(agent=agent, inst=inst, step0=state.step,
-                   features=_read_codes(lib, ctx, state, agent, inst,
-                                        lib.agent_features(ctx, state, agent, targets(ctx, state, agent))),
-                   transient=_codes(lib.schema.transient, lib.transient_features(ctx, state, agent)),
+                   features=_read_codes(lib, ctx, state, agent, inst).copy(),
+                   transient=_transient_codes(lib, ctx, state, agent).copy(),
                    pre=np.zeros(len(lib.schema.effect_features), np.int8), failure=failure)
-    return dataclasses.replace(ex, pre=_effect_codes(lib, ctx, state, ex))
+    return _evolve(ex, pre=_effect_codes(lib, ctx, state, ex))
 
 
 def act(lib: MPLibrary, ctx: Ctx, ex: Execution, state: SymbolicState) -> int:
@@ -445,15 +807,16 @@ def act(lib: MPLibrary, ctx: Ctx, ex: Execution, state: SymbolicState) -> int:
     agent = ex.agent
     if ex.failure is not None or not state.alive[agent]:
         return ctx.noop
-    kind = lib.options[ex.inst.opt].kind
+    kind = lib.kinds[ex.inst.opt]
     if kind == "wait":
         return ctx.noop
     if kind == "fire":
         return ctx.actions["FIRE_CLEAN"]
     target = ex.inst.target
     if kind in ("clean", "approach"):
-        poses = firing_poses(ctx.layout, state.dirt, target)
-        x, y = (int(v) for v in state.pos[agent])
+        beam = state_beam(ctx, state)
+        poses = beam.poses(target)
+        x, y = int(state.pos[agent, 0]), int(state.pos[agent, 1])
         ori = int(state.ori[agent])
         if poses[ori, y, x]:
             return ctx.actions["FIRE_CLEAN"] if kind == "clean" else ctx.noop
@@ -461,28 +824,28 @@ def act(lib: MPLibrary, ctx: Ctx, ex: Execution, state: SymbolicState) -> int:
             # Fewest turns (a half turn costs two); ties go to the lower orientation index.
             want = min(np.nonzero(poses[:, y, x])[0], key=lambda o: (min((o - ori) % 4, (ori - o) % 4), o))
             return turn_toward(ctx, ori, int(want))
-        move = walk_action(ctx, state, agent, poses.any(axis=0))
+        move = _walk(ctx, state, agent, goal_distance(ctx, beam.goal(target)))
         return ctx.noop if move is None else move
-    move = walk_action(ctx, state, agent, goal_mask(lib, ctx, state, ex.inst.opt, target))
+    move = _walk(ctx, state, agent, _goal_distance_of(lib, ctx, state, ex.inst.opt, target))
     return ctx.noop if move is None else move
 
 
 def _finished(lib: MPLibrary, ctx: Ctx, ex: Execution, state: SymbolicState) -> bool:
     if ex.failure is not None or ex.steps >= MAX_OPTION_STEPS:
         return True
-    kind = lib.options[ex.inst.opt].kind
+    kind = lib.kinds[ex.inst.opt]
     if kind in ("wait", "fire"):
         return True
     if kind == "clean":
         return ex.fired or not target_present(lib, state, ex.inst.opt, ex.inst.target)
     if kind == "patch_eat":
-        return ex.ate > 0 or not goal_mask(lib, ctx, state, ex.inst.opt, ex.inst.target).any()
+        return ex.ate > 0 or not bool(np.any(_patch_mask(ctx, ex.inst.target) & state.apples))
     if ex.inst.target is not None and not target_present(lib, state, ex.inst.opt, ex.inst.target):
         return True
-    x, y = (int(v) for v in state.pos[ex.agent])
+    x, y = int(state.pos[ex.agent, 0]), int(state.pos[ex.agent, 1])
     if kind == "approach":
-        return bool(firing_poses(ctx.layout, state.dirt, ex.inst.target)[int(state.ori[ex.agent]), y, x])
-    return bool(goal_mask(lib, ctx, state, ex.inst.opt, ex.inst.target)[y, x])
+        return bool(state_beam(ctx, state).poses(ex.inst.target)[int(state.ori[ex.agent]), y, x])
+    return _in_goal(lib, ctx, state, ex.inst.opt, ex.inst.target, x, y)
 
 
 def advance(lib: MPLibrary, ctx: Ctx, ex: Execution, action: int, state: SymbolicState
@@ -491,9 +854,9 @@ def advance(lib: MPLibrary, ctx: Ctx, ex: Execution, action: int, state: Symboli
     runs, changed): the outcome is SUCCESS / EFFECT_FAIL / EXPLICIT_BASE + reason once it ends;
     `changed` says whether any effect feature moved from its initiation value."""
     agent = ex.agent
-    ex = dataclasses.replace(ex, steps=ex.steps + 1, ate=ex.ate + int(state.ate[agent]),
-                             cleaned=ex.cleaned + int(state.cleaned[agent]),
-                             fired=ex.fired or action == ctx.actions.get("FIRE_CLEAN", -1))
+    ex = _evolve(ex, steps=ex.steps + 1, ate=ex.ate + int(state.ate[agent]),
+                 cleaned=ex.cleaned + int(state.cleaned[agent]),
+                 fired=ex.fired or action == ctx.actions.get("FIRE_CLEAN", -1))
     if not _finished(lib, ctx, ex, state):
         return ex, None, False
     post = _effect_codes(lib, ctx, state, ex)
@@ -508,7 +871,7 @@ def advance(lib: MPLibrary, ctx: Ctx, ex: Execution, action: int, state: Symboli
 
 def _finished_before_timeout(lib: MPLibrary, ctx: Ctx, ex: Execution, state: SymbolicState) -> bool:
     """At the step limit, an execution that also met its own goal on that step is not a timeout."""
-    return _finished(lib, ctx, dataclasses.replace(ex, steps=0), state)
+    return _finished(lib, ctx, _evolve(ex, steps=0), state)
 
 
 # ---------------------------------------------------------------------- burn-in (Stage 2)

@@ -91,13 +91,42 @@ def guard_hides(schema: Schema, guard: Guard, inst: Instance, feats, live) -> bo
 
 
 def hidden_mask(schema: Schema, guards: list[Guard], instances: list[Instance], feats, live) -> np.ndarray:
-    """bool [I]: instances hidden by at least one guard."""
+    """bool [I]: instances hidden by at least one guard.
+
+    The guards are compiled once to literal tables (`_compiled_guards`) and evaluated for all
+    instances with NumPy; `hidden_mask_reference` is the same rule guard by guard, instance by
+    instance, and the fallback for guard lists that do not compile (unknown features or values,
+    which it reports only for options that have instances)."""
     feats = np.asarray(feats)
     live = np.asarray(live, bool)
+    _check_shapes(schema, instances, feats, live)
+    table = _compiled_guards(schema, guards)
+    if table is None:
+        return hidden_mask_reference(schema, guards, instances, feats, live)
+    if not instances:
+        return np.zeros(0, bool)
+    opt, feat, value, explicit = table
+    inst_opt = np.fromiter((inst.opt for inst in instances), np.int64, len(instances))
+    out = np.any(explicit[inst_opt] & live, axis=-1)
+    if len(opt):
+        got = feats[:, np.maximum(feat, 0)]  # [I, G, L]
+        lit_ok = (got == value) | (feat < 0)
+        out |= np.any(np.all(lit_ok, axis=-1) & (inst_opt[:, None] == opt[None, :]), axis=-1)
+    return out
+
+
+def _check_shapes(schema: Schema, instances: list[Instance], feats: np.ndarray, live: np.ndarray) -> None:
     if feats.shape != (len(instances), len(schema.read_set)):
         raise ValueError(f"feats must be [I={len(instances)}, F={len(schema.read_set)}], got {feats.shape}")
     if live.shape != (len(instances), len(Reason)):
         raise ValueError(f"live must be [I={len(instances)}, R={len(Reason)}], got {live.shape}")
+
+
+def hidden_mask_reference(schema: Schema, guards: list[Guard], instances: list[Instance], feats, live) -> np.ndarray:
+    """`hidden_mask` evaluated guard by guard with `guard_hides` (the definition)."""
+    feats = np.asarray(feats)
+    live = np.asarray(live, bool)
+    _check_shapes(schema, instances, feats, live)
     by_opt: dict[str, list[Guard]] = {}
     for g in guards:
         by_opt.setdefault(g.opt, []).append(g)
@@ -110,6 +139,57 @@ def hidden_mask(schema: Schema, guards: list[Guard], instances: list[Instance], 
     return out
 
 
+_COMPILED: dict[tuple, tuple] = {}
+_COMPILED_MAX = 256
+
+
+def _compiled_guards(schema: Schema, guards: list[Guard]):
+    """(opt int [G], feat int [G, L] (-1: unused slot), value int [G, L], explicit bool [O, R]) of
+    the guards, or None if some guard does not compile. Memoised on the identity of the schema
+    and of the guard objects (guards are frozen; the cache keeps them alive)."""
+    key = (id(schema), *map(id, guards))
+    hit = _COMPILED.get(key)
+    if hit is not None:
+        return hit[2]
+    try:
+        table = _compile_guards(schema, guards)
+    except (KeyError, ValueError, TypeError, IndexError):
+        table = None
+    if len(_COMPILED) >= _COMPILED_MAX:
+        _COMPILED.clear()
+    _COMPILED[key] = (schema, tuple(guards), table)
+    return table
+
+
+def _compile_guards(schema: Schema, guards: list[Guard]):
+    names = schema.option_names
+    explicit = np.zeros((len(names), len(Reason)), bool)
+    inferred = []
+    for g in guards:
+        if g.opt not in names:
+            continue  # matches no instance of this schema
+        o = names.index(g.opt)
+        if g.channel == "explicit":
+            explicit[o, int(g.reason)] = True
+        else:
+            inferred.append((o, [(schema.read_index(n), schema.read_feature(n).code(v)) for n, v in g.when.items()]))
+    width = max([len(lits) for _, lits in inferred], default=0)
+    opt = np.array([o for o, _ in inferred], np.int64)
+    feat = np.full((len(inferred), width), -1, np.int64)
+    value = np.zeros((len(inferred), width), np.int64)
+    for k, (_, lits) in enumerate(inferred):
+        for s, (f, v) in enumerate(lits):
+            feat[k, s], value[k, s] = f, v
+    return opt, feat, value, explicit
+
+
+_LETTERS = [letter(i) for i in range(702)]  # A .. ZZ
+
+
+def _letter(i: int) -> str:
+    return _LETTERS[i] if i < len(_LETTERS) else letter(i)
+
+
 def assemble_menu(schema: Schema, guards: list[Guard], instances: list[Instance], feats, live,
                   rng: np.random.Generator, exists=None) -> list[MenuItem]:
     """Visible instances with shuffled letters; `exists` bool [I] masks absent targets (default all)."""
@@ -119,10 +199,10 @@ def assemble_menu(schema: Schema, guards: list[Guard], instances: list[Instance]
     idx = np.nonzero(visible)[0]
     order = rng.permutation(len(idx))  # letter k goes to idx[order[k]]
     items = [None] * len(idx)
-    for k, j in enumerate(order):
-        inst = instances[idx[j]]
-        items[k] = MenuItem(letter(k), int(idx[j]), schema.options[inst.opt].name, inst.target,
-                            label(schema, inst))
+    options = schema.options
+    for k, i in enumerate(idx[order].tolist()):
+        inst = instances[i]
+        items[k] = MenuItem(_letter(k), i, options[inst.opt].name, inst.target, label(schema, inst))
     return items
 
 

@@ -165,3 +165,27 @@ def test_menu_cli_shows_a_real_menu():
         assert options_cli(["menu", "--game", "cleanup", "--layout", "lib_a", "--seed", "0", "--agent", "0"]) == 0
     text = out.getvalue()
     assert "clean dirt @ (" in text and "go to the orchard" in text and "\nA) " in text
+
+
+def test_vectorised_beam_equals_the_lane_walk(env):
+    """BeamMap (every pose at once) against the lane-by-lane definition, on random dirt grids."""
+    lay = env.layout
+    rng = np.random.default_rng(0)
+    h, w = lay.shape
+    for density in (0.05, 0.3):
+        dirt = (rng.random((h, w)) < density) & lay.walkable
+        beam = mp.BeamMap(lay, dirt)
+        targets = [tuple(int(v) for v in c[::-1]) for c in np.argwhere(dirt)][:25]
+        for y, x in np.argwhere(lay.walkable)[::3]:
+            for ori in range(4):
+                reached = {c for c in targets if mp.in_beam_reference(lay, dirt, (x, y), ori, c)}
+                assert {c for c in targets if beam.in_beam((x, y), ori, c)} == reached
+                hit = any(mp.in_beam_reference(lay, dirt, (x, y), ori, (int(cx), int(cy)))
+                          for cy, cx in np.argwhere(dirt))
+                assert bool(beam.hits_dirt[ori, y, x]) == hit
+        for t in targets:
+            poses = np.zeros((4, h, w), bool)
+            for ori in range(4):
+                for y, x in np.argwhere(lay.walkable):
+                    poses[ori, y, x] = mp.in_beam_reference(lay, dirt, (x, y), ori, t)
+            assert np.array_equal(beam.poses(t), poses)

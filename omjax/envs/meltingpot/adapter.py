@@ -14,12 +14,11 @@ Where the symbolic state comes from (all read from the engine, nothing simulated
 * rewards: `{i}.REWARD`; who ate: `{i}.PLAYER_ATE_APPLE` (clean_up) or the reward (Harvest,
   whose only reward is +1 per apple); who cleaned: `{i}.PLAYER_CLEANED` (dirt cells cleaned).
 
-Agent order. The engine assigns avatars to spawn points through Lua table iteration, which is
-not reproducible (the same seed gives the same spawn cells but a different avatar on each). The
-adapter therefore numbers agents by their spawn cell in reading order (row, then column): agent
-0 is the avatar that spawned northernmost-westernmost. With this numbering an episode is a
-deterministic function of the seed and the actions, as long as nobody zaps: a zapped avatar
-respawns at a spawn point the engine again picks through unordered iteration.
+Agent order. The engine assigns avatars to spawn points through Lua table iteration, whose order
+is reproducible only once LuaJIT's PRNG is pinned (`engine.pin_luajit_seed`). The adapter numbers
+agents by their spawn cell in reading order (row, then column): agent 0 is the avatar that
+spawned northernmost-westernmost, whatever order the engine's players come in. With the pinned
+PRNG an episode is a deterministic function of the seed and the actions, zaps and regrowth included.
 
 Each `reset(seed)` builds a fresh engine (about 1.5 s): restarting a clean_up engine in place
 aborts the process inside its Lua code.
@@ -102,7 +101,11 @@ class MeltingPotEnv:
         return np.asarray(self._lab.observation(name))
 
     def _player_obs(self, suffix: str) -> list[np.ndarray]:
-        return [self._obs(f"{i + 1}.{suffix}") for i in self._lua]
+        names = self._obs_names.get(suffix)
+        if names is None:
+            names = self._obs_names[suffix] = [f"{i + 1}.{suffix}" for i in self._lua]
+        observation = self._lab.observation
+        return [observation(name) for name in names]
 
     @property
     def state(self) -> SymbolicState:
@@ -118,6 +121,7 @@ class MeltingPotEnv:
         spawn = [tuple(self._obs(f"{i + 1}.POSITION").tolist()) for i in range(n)]
         # Agent a is the avatar with the a-th spawn cell in reading order (see module doc).
         self._lua = sorted(range(n), key=lambda i: (spawn[i][1], spawn[i][0]))
+        self._obs_names: dict[str, list[str]] = {}
         names = list(self._lab.action_discrete_names())
         self._act_index = np.full((n, len(COMPONENTS)), -1, np.int64)
         for a, lua in enumerate(self._lua):
@@ -177,13 +181,14 @@ class MeltingPotEnv:
         occluded[live_pos[:, 1], live_pos[:, 0]] = True
         apples = (grid == APPLE_CHAR) & ~occluded
         dirt = (grid == DIRT_CHAR) & ~occluded
-        for y, x in np.argwhere(occluded):
-            apple, dirt_here = self._peek(int(x), int(y), pos, alive, layers)
-            if apple is None:  # nobody alive sees the cell: keep what it was
-                apple = bool(previous.apples[y, x]) if previous is not None else False
-                dirt_here = bool(previous.dirt[y, x]) if previous is not None else False
-            apples[y, x] = apple
-            dirt[y, x] = dirt_here
+        ys, xs = np.nonzero(occluded)
+        if len(ys):
+            apple, dirt_here, seen = self._peek_all(xs, ys, pos, alive, layers)
+            if previous is not None:  # nobody alive sees the cell: keep what it was
+                apple = np.where(seen, apple, previous.apples[ys, xs])
+                dirt_here = np.where(seen, dirt_here, previous.dirt[ys, xs])
+            apples[ys, xs] = apple
+            dirt[ys, xs] = dirt_here
 
         if lay.num_patches:
             patch_apples = np.bincount(lay.patch_id[apples & (lay.patch_id >= 0)],
@@ -194,16 +199,26 @@ class MeltingPotEnv:
                              reward=reward, ate=ate, cleaned=cleaned, patch_apples=patch_apples,
                              done=self._step >= self.episode_length)
 
-    def _peek(self, x: int, y: int, pos, alive, layers):
-        """(apple, dirt) at (x, y) from the LAYER window of an alive avatar covering it, else (None, None)."""
-        for a in np.nonzero(alive)[0]:
-            r = y - (pos[a, 1] - LAYER_FORWARD)
-            c = x - (pos[a, 0] - LAYER_LEFT)
-            if 0 <= r < layers.shape[1] and 0 <= c < layers.shape[2]:
-                apple = bool(layers[a, r, c, self._apple_ch] == self._apple_id)
-                dirt = self._dirt_ch is not None and bool(layers[a, r, c, self._dirt_ch] == self._dirt_id)
-                return apple, dirt
-        return None, None
+    def _peek_all(self, xs: np.ndarray, ys: np.ndarray, pos, alive, layers):
+        """(apple, dirt, seen) bool [N] at the cells (xs, ys), each from the LAYER window of the
+        first alive avatar (in agent order) covering it; seen False where none does."""
+        who = np.nonzero(alive)[0]
+        if not len(who):
+            false = np.zeros(len(xs), bool)
+            return false, false, false
+        r = ys[:, None] - (pos[who, 1] - LAYER_FORWARD)[None, :]  # [N, alive]
+        c = xs[:, None] - (pos[who, 0] - LAYER_LEFT)[None, :]
+        cover = (r >= 0) & (r < layers.shape[1]) & (c >= 0) & (c < layers.shape[2])
+        seen = cover.any(axis=1)
+        k = cover.argmax(axis=1)
+        n = np.arange(len(xs))
+        cell = layers[who[k], r[n, k].clip(0, layers.shape[1] - 1), c[n, k].clip(0, layers.shape[2] - 1)]  # [N, L]
+        apple = (cell[:, self._apple_ch] == self._apple_id) & seen
+        if self._dirt_ch is None:
+            dirt = np.zeros(len(xs), bool)
+        else:
+            dirt = (cell[:, self._dirt_ch] == self._dirt_id) & seen
+        return apple, dirt, seen
 
 
 def CleanUp(episode_length: int | None = None) -> MeltingPotEnv:  # noqa: N802  (the issue's name)
