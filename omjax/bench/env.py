@@ -7,8 +7,12 @@ actions, reset at the horizon (the core of `OvercookedEnv.step`, without its boo
 reference's figure is if anything flattering). Both count joint env steps. With `--consume-obs`
 each step's observations are also reduced into the carry, so XLA cannot prune their computation.
 
-By default XLA runs single-threaded (`--xla-threads 1`), so both sides use one core: the ratio is
-then per core, and on a shared machine XLA's thread hand-offs do not stall on busy cores.
+The batch is split over `--devices` XLA CPU devices (default: one per core of the machine), each
+stepping its share of the envs with `shard_map`; the reference is one Python process on one core.
+By default (`--xla-threads 1`) each device runs its computation on one thread: XLA would otherwise
+split single loops over a pool of one thread per core, and on so few cores those hand-offs cost
+more than they gain. The output states the devices used and also gives the ratio per device (per
+core) and per CPU second of each side.
 """
 
 from __future__ import annotations
@@ -27,6 +31,29 @@ import tqdm
 
 # omjax.envs is imported inside the functions: importing it (through jaxmarl) starts JAX's backend,
 # and `--xla-threads` has to set XLA's flags before that.
+
+
+def start_backend(devices: int, one_thread: bool) -> None:
+    """Start JAX's CPU backend with `devices` devices; with `one_thread`, one XLA thread per device.
+
+    XLA sizes the CPU client's intra-op thread pool from the CPUs this process may run on when the
+    client starts, so the process is restricted to one CPU for that moment and then given back all
+    of its CPUs, which the devices' computations then run on side by side.
+    """
+    if jax._src.xla_bridge.backends_are_initialized():
+        if jax.device_count() != devices or one_thread:
+            raise RuntimeError("the bench must set up JAX's backend itself: run it in a fresh process "
+                               f"(or with --devices {jax.device_count()} --xla-threads 0)")
+        return
+    jax.config.update("jax_num_cpu_devices", devices)
+    cpus = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else None
+    if one_thread and cpus:
+        os.sched_setaffinity(0, {min(cpus)})
+    try:
+        jax.devices()
+    finally:
+        if one_thread and cpus:
+            os.sched_setaffinity(0, cpus)
 
 
 def make_rollout(env, batch: int, steps: int, consume_obs: bool):
@@ -59,15 +86,31 @@ def make_rollout(env, batch: int, steps: int, consume_obs: bool):
     return rollout
 
 
+def make_sharded_rollout(env, batch: int, steps: int, consume_obs: bool, devices: int):
+    """`make_rollout` over `devices` CPU devices, each stepping `batch // devices` envs (`shard_map`)."""
+    from jax.sharding import Mesh, NamedSharding, PartitionSpec
+
+    mesh = Mesh(np.array(jax.devices()[:devices]), ("envs",))
+    local = make_rollout(env, batch // devices, steps, consume_obs)
+
+    def shard(key, states):
+        return local(jax.random.fold_in(key, jax.lax.axis_index("envs")), states)
+
+    rollout = jax.jit(jax.shard_map(shard, mesh=mesh, in_specs=(PartitionSpec(), PartitionSpec("envs")),
+                                    out_specs=PartitionSpec("envs"), check_vma=False))
+    return rollout, NamedSharding(mesh, PartitionSpec("envs"))
+
+
 class JaxBench:
     """The batched JAX rollout, compiled once; each `run()` times one call of `steps` steps."""
 
-    def __init__(self, layout: str, batch: int, steps: int, horizon: int, consume_obs: bool):
+    def __init__(self, layout: str, batch: int, steps: int, horizon: int, consume_obs: bool, devices: int = 1):
         from omjax.envs.overcooked import Overcooked
 
         env = Overcooked(layout, horizon=horizon)
-        _, self.states = jax.vmap(env.reset)(jax.random.split(jax.random.PRNGKey(0), batch))
-        self.rollout = make_rollout(env, batch, steps, consume_obs)
+        _, states = jax.vmap(env.reset)(jax.random.split(jax.random.PRNGKey(0), batch))
+        self.rollout, sharding = make_sharded_rollout(env, batch, steps, consume_obs, devices)
+        self.states = jax.device_put(states, sharding)
         self.batch, self.steps, self.calls = batch, steps, 0
         t0 = time.perf_counter()
         jax.block_until_ready(self.rollout(jax.random.PRNGKey(1), self.states))
@@ -123,25 +166,32 @@ def main(argv: list[str] | None = None) -> int:
                         help="total time spent stepping the reference, over all rounds")
     parser.add_argument("--consume-obs", action="store_true", help="reduce observations into the carry")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--devices", type=int, default=None,
+                        help="XLA CPU devices the batch is split over (default: one per core, or the most "
+                             "that divide --batch)")
     parser.add_argument("--xla-threads", type=int, default=1,
-                        help="1: single-threaded XLA (one core, like the reference); 0: XLA's default")
+                        help="1: one XLA thread per device; 0: XLA's default thread pool")
     args = parser.parse_args(argv)
-    if args.xla_threads == 1:
-        if jax._src.xla_bridge.backends_are_initialized():
-            parser.error("--xla-threads 1 must be set before JAX starts its backend; run in a fresh process")
-        os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + " --xla_cpu_multi_thread_eigen=false"
-                                   " intra_op_parallelism_threads=1").strip()
-    elif args.xla_threads != 0:
+    if args.xla_threads not in (0, 1):
         parser.error("--xla-threads must be 1 or 0")
-    for name in ("batch", "steps", "rounds", "horizon"):
+    if args.devices is None:
+        args.devices = max(d for d in range(1, max(1, min(os.cpu_count() or 1, args.batch)) + 1)
+                           if args.batch % d == 0)
+    for name in ("batch", "steps", "rounds", "horizon", "devices"):
         if getattr(args, name) < 1:
             parser.error(f"--{name.replace('_', '-')} must be >= 1")
+    if args.batch % args.devices:
+        parser.error(f"--batch {args.batch} must be a multiple of --devices {args.devices}")
+    try:
+        start_backend(args.devices, args.xla_threads == 1)
+    except RuntimeError as error:
+        parser.error(str(error))
 
     # The machine is shared, so the two simulators are timed in alternating rounds and each is
     # credited with its best round: a load spike then hurts neither side's figure. Steps per CPU
     # second of this process are reported too: they measure the work each simulator does per step,
     # whatever share of the cores the other jobs leave it.
-    ours = JaxBench(args.layout, args.batch, args.steps, args.horizon, args.consume_obs)
+    ours = JaxBench(args.layout, args.batch, args.steps, args.horizon, args.consume_obs, args.devices)
     reference = ReferenceBench(args.layout, args.horizon, args.seed)
     ref_rates, our_rates = [], []
     for _ in tqdm.trange(args.rounds, desc="bench env rounds", leave=False):
@@ -151,25 +201,29 @@ def main(argv: list[str] | None = None) -> int:
     our_wall, our_cpu = (max(r[k] for r in our_rates) for k in (0, 1))
     ratio, ratio_cpu = our_wall / ref_wall, our_cpu / ref_cpu
     median_ratio = float(np.median([r[0] for r in our_rates]) / np.median([r[0] for r in ref_rates]))
+    ratio_per_device = ratio / args.devices
     print(f"layout {args.layout}, horizon {args.horizon}, random joint actions, "
-          f"{jax.devices()[0].platform} x{jax.device_count()}, {platform.processor() or platform.machine()}, "
-          f"XLA {'single-threaded' if args.xla_threads == 1 else 'multi-threaded'}, {os.cpu_count()} cores, "
-          f"load average {os.getloadavg()[0]:.1f}")
+          f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, "
+          f"load average {os.getloadavg()[0]:.1f}; ours on {args.devices} {jax.devices()[0].platform} "
+          f"device{'s' if args.devices > 1 else ''} ({args.batch // args.devices} envs each, "
+          f"{'1 XLA thread each' if args.xla_threads == 1 else 'XLA default threads'}), reference on 1 core")
     print(f"{'simulator':<44} {'steps/s':>12} {'steps/CPU-s':>12}   wall-clock rounds")
     for label, wall, cpu, rates in (
             ("overcooked_ai_py 1.1.0 (Python, 1 env)", ref_wall, ref_cpu, ref_rates),
-            (f"omjax JAX (jit+vmap, {args.batch} envs{', obs consumed' if args.consume_obs else ''})",
+            (f"omjax JAX (jit+vmap, {args.batch} envs, {args.devices} dev{', obs' if args.consume_obs else ''})",
              our_wall, our_cpu, our_rates)):
         print(f"{label:<44} {wall:>12,.0f} {cpu:>12,.0f}   {', '.join(f'{r[0]:,.0f}' for r in rates)}")
     print(f"ratio ours / reference: {ratio:,.1f}x wall-clock (best rounds; median rounds {median_ratio:,.1f}x), "
-          f"{ratio_cpu:,.1f}x per CPU second")
+          f"{ratio_cpu:,.1f}x per CPU second, {ratio_per_device:,.1f}x per device (core)")
     print(f"(JAX compile {ours.compile_s:.1f}s; mean team return per env per {args.steps} steps "
           f"{np.mean(ours.returns):.3f}; reference return over all its steps {reference.reward})")
     print(json.dumps({"bench": "env", "layout": args.layout, "batch": args.batch, "steps": args.steps,
-                      "rounds": args.rounds, "consume_obs": args.consume_obs, "xla_threads": args.xla_threads,
+                      "rounds": args.rounds, "consume_obs": args.consume_obs, "devices": args.devices,
+                      "xla_threads": args.xla_threads,
                       "ours_steps_per_s": round(our_wall), "reference_steps_per_s": round(ref_wall),
                       "ratio": round(ratio, 1), "median_ratio": round(median_ratio, 1),
                       "ours_steps_per_cpu_s": round(our_cpu), "reference_steps_per_cpu_s": round(ref_cpu),
-                      "ratio_per_cpu_s": round(ratio_cpu, 1), "load_average": round(os.getloadavg()[0], 2),
+                      "ratio_per_cpu_s": round(ratio_cpu, 1),
+                      "ratio_per_device": round(ratio_per_device, 1), "load_average": round(os.getloadavg()[0], 2),
                       "jax_compile_s": round(ours.compile_s, 2), "backend": jax.devices()[0].platform}))
     return 0

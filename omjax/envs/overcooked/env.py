@@ -182,7 +182,6 @@ def _resolve_interacts(layout: Layout, state: State, actions: jax.Array):
     """
     tables = _tables(layout)
     height, width = layout.height, layout.width
-    pots = jnp.arange(layout.num_pots)
     num_agents = layout.num_agents
 
     # [A] each: the faced cell, its terrain and pot, and what the agent holds.
@@ -204,7 +203,9 @@ def _resolve_interacts(layout: Layout, state: State, actions: jax.Array):
     wants_cook = at_pot & empty_hand
     wants_plate = at_pot & (hand == Item.DISH)
     wants_add = at_pot & ((hand == Item.ONION) | (hand == Item.TOMATO))
-    pot_mask = pots[None, :] == pot[:, None]  # [A, P]
+    # The pot each agent faces, 0 when none: then the agent cannot act on it (`at_pot` is False),
+    # so it reads some pot and writes the same code back.
+    slot = jnp.maximum(pot, 0)  # [A]
 
     counter = state.counter.reshape(-1)  # [H*W]
     # Each pot as one int32 for the sequential part, so that an agent reads its pot with one
@@ -216,6 +217,8 @@ def _resolve_interacts(layout: Layout, state: State, actions: jax.Array):
     ready = (state.pot_tick >= 0) & (state.pot_tick >= _cook_time_of(layout, state.pot_onions,
                                                                       state.pot_tomatoes))
     pot_code = ingredients | (ready.astype(jnp.int32) << _READY_BIT) | ((state.pot_tick + 1) << _TICK_SHIFT)
+    if layout.num_pots == 0:
+        pot_code = jnp.zeros(1, jnp.int32)  # a stand-in no agent can act on
     is_onion = hand == Item.ONION
     on_counter, drop, pick, start_cook, plate, add, soup = ([] for _ in range(7))
     for i in range(num_agents):
@@ -227,8 +230,9 @@ def _resolve_interacts(layout: Layout, state: State, actions: jax.Array):
         counter = counter.at[cell[i]].set(jnp.where(drop_i, hand[i], jnp.where(pick_i, Item.NONE, seen)),
                                           indices_are_sorted=True, unique_indices=True,
                                           mode="promise_in_bounds")
-        mask = pot_mask[i]  # [P]
-        code = jnp.sum(jnp.where(mask, pot_code, 0))
+        # Read and written with a one-entry gather and scatter: vmapped, the scatter also makes XLA
+        # materialize the pots once instead of fusing this whole chain into every pot output.
+        code = pot_code.at[slot[i]].get(mode="promise_in_bounds")
         contents = code & _INGREDIENT_MASK
         count = (contents & MAX_INGREDIENTS) + (contents >> 2)
         idle = code < (1 << _TICK_SHIFT)
@@ -237,18 +241,24 @@ def _resolve_interacts(layout: Layout, state: State, actions: jax.Array):
         add_i = wants_add[i] & idle & (count < MAX_INGREDIENTS)
         new_code = jnp.where(plate_i, 0, jnp.where(start_i, contents | (1 << _TICK_SHIFT),
                                                    code + add_i * jnp.where(is_onion[i], 1, MAX_INGREDIENTS + 1)))
-        pot_code = jnp.where(mask, new_code, pot_code)
+        pot_code = pot_code.at[slot[i]].set(new_code, indices_are_sorted=True, unique_indices=True,
+                                            mode="promise_in_bounds")
         for acc, value in zip((on_counter, drop, pick, start_cook, plate, add, soup),
                               (seen, drop_i, pick_i, start_i, plate_i, add_i, Item.SOUP + contents)):
             acc.append(value)
     on_counter, drop, pick, start_cook, plate, add, soup = (
         jnp.stack(acc) for acc in (on_counter, drop, pick, start_cook, plate, add, soup))  # [A] each
+    pot_code = pot_code[:layout.num_pots]
     onions = pot_code & MAX_INGREDIENTS
     tomatoes = (pot_code & _INGREDIENT_MASK) >> 2
     tick = (pot_code >> _TICK_SHIFT) - 1
 
-    held = jnp.select([drop | deliver | add, pick, take_onion, take_tomato, take_dish, plate],
-                      [Item.NONE, on_counter, Item.ONION, Item.TOMATO, Item.DISH, soup], hand)
+    # Nested selects, first condition outermost (as `jnp.select`, which would lower to an argmax
+    # reduction over the stacked conditions, several times slower vmapped on the CPU).
+    held = hand
+    for cond, value in reversed(((drop | deliver | add, Item.NONE), (pick, on_counter), (take_onion, Item.ONION),
+                                 (take_tomato, Item.TOMATO), (take_dish, Item.DISH), (plate, soup))):
+        held = jnp.where(cond, value, held)
     start = state
     state = state.replace(held=held.astype(jnp.int32), counter=counter.reshape(height, width),
                           pot_onions=onions, pot_tomatoes=tomatoes, pot_tick=tick)
