@@ -91,11 +91,10 @@ def pot_phase(layout: Layout, state: State) -> jax.Array:
     ingredients = state.pot_onions + state.pot_tomatoes  # [P]
     idle = state.pot_tick < 0
     ready = ~idle & (state.pot_tick >= pot_cook_time(layout, state))
-    return jnp.select(
-        [idle & (ingredients == 0), idle & (ingredients < MAX_INGREDIENTS), idle, ~ready],
-        [PotPhase.EMPTY, PotPhase.FILLING, PotPhase.FULL, PotPhase.COOKING],
-        PotPhase.READY,
-    ).astype(jnp.int32)
+    # Nested selects rather than `jnp.select` (an argmax reduction, slow vmapped on the CPU).
+    return jnp.where(idle, jnp.where(ingredients == 0, PotPhase.EMPTY,
+                                     jnp.where(ingredients < MAX_INGREDIENTS, PotPhase.FILLING, PotPhase.FULL)),
+                     jnp.where(ready, PotPhase.READY, PotPhase.COOKING)).astype(jnp.int32)
 
 
 def initial_state(layout: Layout) -> State:
@@ -156,6 +155,13 @@ class _Tables:
         if (layout.soup_cook_time[recipes] < 1).any():
             # The step reads readiness once per step, which is exact only for positive cook times.
             raise ValueError(f"layout {layout.name!r}: cook times must be >= 1, got\n{layout.soup_cook_time}")
+        # One cook time for every recipe (as on the classic layouts): no lookup then. A started pot
+        # always holds a recipe (1..MAX ingredients); only the [0, 0] entry can differ.
+        times = np.unique(layout.soup_cook_time[recipes])
+        self.uniform_cook_time = int(times[0]) if len(times) == 1 else None
+        # Delivery rewards as (item, value) pairs when few items score: compares instead of a gather.
+        scoring = np.flatnonzero(value)
+        self.value_pairs = [(int(i), float(value[i])) for i in scoring] if len(scoring) <= 4 else None
 
 
 _TABLES: dict[int, tuple[Layout, _Tables]] = {}
@@ -170,7 +176,24 @@ def _tables(layout: Layout) -> _Tables:
 
 
 def _cook_time_of(layout: Layout, onions: jax.Array, tomatoes: jax.Array) -> jax.Array:
-    return jnp.asarray(_tables(layout).cook_time)[onions * (MAX_INGREDIENTS + 1) + tomatoes]
+    """int32: the layout's `soup_cook_time[onions, tomatoes]`."""
+    tables = _tables(layout)
+    if tables.uniform_cook_time is None:
+        return jnp.asarray(tables.cook_time)[onions * (MAX_INGREDIENTS + 1) + tomatoes]
+    uniform = jnp.full(jnp.shape(onions), tables.uniform_cook_time, jnp.int32)
+    if tables.cook_time[0] == tables.uniform_cook_time:
+        return uniform
+    return jnp.where((onions | tomatoes) == 0, jnp.int32(tables.cook_time[0]), uniform)
+
+
+def _delivery_value(tables: _Tables, item: jax.Array) -> jax.Array:
+    """float32: the reward for delivering `item` (0 for an item that does not score)."""
+    if tables.value_pairs is None:
+        return jnp.asarray(tables.value_of_item)[item]
+    value = jnp.zeros(jnp.shape(item), jnp.float32)
+    for code, score in tables.value_pairs:
+        value = jnp.where(item == code, jnp.float32(score), value)
+    return value
 
 
 def _resolve_interacts(layout: Layout, state: State, actions: jax.Array):
@@ -199,7 +222,7 @@ def _resolve_interacts(layout: Layout, state: State, actions: jax.Array):
     take_tomato = interact & (terrain == Terrain.TOMATO_DISPENSER) & empty_hand
     take_dish = interact & (terrain == Terrain.DISH_DISPENSER) & empty_hand
     deliver = interact & (terrain == Terrain.SERVING) & is_soup(hand)
-    sparse = jnp.where(deliver, jnp.asarray(tables.value_of_item)[hand], 0.0)  # [A]
+    sparse = jnp.where(deliver, _delivery_value(tables, hand), 0.0)  # [A]
     wants_cook = at_pot & empty_hand
     wants_plate = at_pot & (hand == Item.DISH)
     wants_add = at_pot & ((hand == Item.ONION) | (hand == Item.TOMATO))
@@ -208,8 +231,8 @@ def _resolve_interacts(layout: Layout, state: State, actions: jax.Array):
     slot = jnp.maximum(pot, 0)  # [A]
 
     counter = state.counter.reshape(-1)  # [H*W]
-    # Each pot as one int32 for the sequential part, so that an agent reads its pot with one
-    # masked sum and writes it with one select: bits 0-3 hold the ingredients as in a soup's item
+    # Each pot as one int32 for the sequential part, so that an agent reads and writes its pot as
+    # one entry: bits 0-3 hold the ingredients as in a soup's item
     # code (onions + 4 * tomatoes), bit 4 is set while the soup is ready, bits 5+ hold tick + 1
     # (0 = idle). Readiness is fixed for the step except by plating, which empties the pot: a pot
     # started now has tick 0, below any cook time (>= 1).
