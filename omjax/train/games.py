@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import importlib
 import os
+from collections.abc import Sequence
 from typing import Callable, Protocol
 
 import jax
@@ -82,9 +83,14 @@ def progress_rewards(state, next_state) -> jax.Array:
 
 
 class OvercookedGame:
-    """K Overcooked-AI episodes with the option library of `omjax.options.overcooked`."""
+    """K Overcooked-AI episodes with the option library of `omjax.options.overcooked`.
 
-    def __init__(self, layout: str, horizon: int, guards_path: str, reward_shaping: float = 0.0):
+    `active` (default: everyone) flags the agents that act; the others stand still at their
+    start pose and are never asked to decide (the solo test of §6.4 and the solo burn-in).
+    """
+
+    def __init__(self, layout: str, horizon: int, guards_path: str, reward_shaping: float = 0.0,
+                 active: Sequence[bool] | None = None):
         from omjax.options import overcooked as oc
         from omjax.options.synthesis import read_guards
         from omjax.prompts import overcooked as prompts
@@ -92,23 +98,24 @@ class OvercookedGame:
         self.lib = oc.library(layout)
         self.layout = self.lib.layout
         self.n_agents = self.lib.num_agents
+        self.active = np.ones(self.n_agents, bool) if active is None else np.asarray(active, bool)
+        if self.active.shape != (self.n_agents,) or not self.active.any():
+            raise ValueError(f"active must flag at least one of the {self.n_agents} agents, got {active}")
         self.horizon = int(horizon)
         self.delivery_reward = self.layout.delivery_reward
         self.guards = read_guards(guards_path, oc.SCHEMA) if guards_path else []
         self._prompts = prompts
         self._system = prompts.system_message(self.n_agents, self.delivery_reward)
         self._wait = int(np.nonzero(self.lib.inst_wait)[0][0])
-        lib = self.lib
-        active = jnp.ones(self.n_agents, bool)
-
+        lib, acting = self.lib, jnp.asarray(self.active)
         shaping = float(reward_shaping)
 
         def one(state, ex, choice):
-            nxt, ex, _, sparse = lib.option_step(state, ex, choice, active)
+            nxt, ex, _, sparse = lib.option_step(state, ex, choice, acting)
             reward = jnp.sum(sparse)  # the team reward: every agent's deliveries, shared
             if shaping:
                 reward = reward + shaping * progress_rewards(state, nxt)
-            return nxt, ex, reward
+            return nxt, ex, reward, sparse
 
         self._step = jax.jit(jax.vmap(one))
         self.states = None
@@ -124,9 +131,10 @@ class OvercookedGame:
         self.states = jax.tree.map(stack, initial_state(self.layout))
         self.execs = jax.tree.map(stack, self.lib.init_exec())
         self._host = jax.tree.map(np.asarray, self.states)
+        self.deliveries = np.zeros((k, self.n_agents), np.int64)
 
     def needs_decision(self) -> np.ndarray:
-        return np.asarray(self.execs.inst) < 0
+        return (np.asarray(self.execs.inst) < 0) & self.active
 
     def _state(self, k: int):
         return jax.tree.map(lambda x: x[k], self._host)
@@ -150,9 +158,15 @@ class OvercookedGame:
         return self._prompts.state_label(self.lib, self._state(k), agent)
 
     def step(self, choices: np.ndarray) -> np.ndarray:
-        self.states, self.execs, reward = self._step(self.states, self.execs, jnp.asarray(choices, jnp.int32))
+        self.states, self.execs, reward, sparse = self._step(self.states, self.execs,
+                                                             jnp.asarray(choices, jnp.int32))
         self._host = jax.tree.map(np.asarray, self.states)
+        self.deliveries += np.round(np.asarray(sparse) / self.delivery_reward).astype(np.int64)  # [K, A]
         return np.asarray(reward, np.float64)
+
+    def agent_returns(self) -> np.ndarray:
+        """float [K, A] deliveries of each agent so far."""
+        return self.deliveries.astype(np.float64)
 
 
 _GAMES: dict[tuple[str, str], Callable[[EnvConfig, int], Game]] = {}
@@ -164,20 +178,23 @@ def register_game(game: str, interface: str, factory: Callable[[EnvConfig, int],
     _GAMES[(game, interface)] = factory
 
 
-def _overcooked(env: EnvConfig, n_rollouts: int) -> Game:
+def overcooked_guards_path(env: EnvConfig) -> str:
+    """The guard file an Overcooked run's menus use: `env.guards`, "" for `none`, or the shipped
+    file of the layout; a named file that does not exist is an error."""
     from omjax.options.registry import guard_path
 
     if env.guards == "none":
-        path = ""
-    elif env.guards:
-        path = env.guards
-    else:
-        path = guard_path("overcooked", env.layout)
-    if path and not os.path.exists(path):
+        return ""
+    path = env.guards or guard_path("overcooked", env.layout)
+    if not os.path.exists(path):
         raise FileNotFoundError(
             f"guard file {path} not found: run `omjax guards --game overcooked --layout {env.layout}` "
             "or set env.guards=none for the unfiltered menu")
-    game = OvercookedGame(env.layout, env.horizon, path, env.reward_shaping)
+    return path
+
+
+def _overcooked(env: EnvConfig, n_rollouts: int) -> Game:
+    game = OvercookedGame(env.layout, env.horizon, overcooked_guards_path(env), env.reward_shaping)
     if game.n_agents != env.n_agents:
         raise ValueError(f"env.n_agents={env.n_agents} but layout {env.layout!r} has {game.n_agents} agents")
     return game

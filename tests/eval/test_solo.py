@@ -6,12 +6,12 @@ import numpy as np
 import pytest
 
 from omjax.config import EnvConfig
-from omjax.eval.solo import SoloOvercookedGame, guards_path_for
+from omjax.train.games import OvercookedGame, overcooked_guards_path
 
 
 def test_inactive_agent_never_decides_and_never_moves():
     env = EnvConfig(game="overcooked", layout="asymmetric_advantages", horizon=6, n_agents=2)
-    game = SoloOvercookedGame(env.layout, env.horizon, guards_path_for(env), active=[False, True])
+    game = OvercookedGame(env.layout, env.horizon, overcooked_guards_path(env), active=[False, True])
     game.reset([10_000])
     start = np.asarray(game.states.pos)[0].copy()
     menu = game.menu(0, 1, np.random.default_rng(0))
@@ -24,7 +24,7 @@ def test_inactive_agent_never_decides_and_never_moves():
     np.testing.assert_array_equal(pos[0], start[0])
     assert not np.array_equal(pos[1], start[1])
     with pytest.raises(ValueError, match="at least one"):
-        SoloOvercookedGame(env.layout, env.horizon, "", active=[False, False])
+        OvercookedGame(env.layout, env.horizon, "", active=[False, False])
 
 
 @pytest.mark.slow
