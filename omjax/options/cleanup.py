@@ -170,6 +170,10 @@ def to_union(lib: mp.MPLibrary, table: RecordTable) -> RecordTable:
 
 def burnin(variant: str, solo_episodes: int, team_episodes: int, seed: int, progress: bool = True,
            episode_length: int | None = None) -> RecordTable:
+    """Stage 2 burn-in, in a fresh fixed-layout process (`mp.isolated_burnin`): reproducible records."""
+    table = mp.isolated_burnin("cleanup", variant, solo_episodes, team_episodes, seed, progress, episode_length)
+    if table is not None:
+        return table
     lib = library(variant)
     return to_union(lib, mp.burnin(lib, CleanUp, regions, solo_episodes, team_episodes, seed, progress,
                                    episode_length))

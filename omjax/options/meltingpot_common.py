@@ -929,6 +929,52 @@ def burnin(lib: MPLibrary, make_env: Callable[[], MeltingPotEnv], regions_of: Ca
     return RecordTable.build(**cols)
 
 
+ADDR_NO_RANDOMIZE = 0x0040000  # personality(2) flag: this process's address space is not randomised
+
+
+# Sets the flag, then re-executes the interpreter (the flag survives exec) on the real command:
+# no preexec_fn, so a multithreaded parent (JAX) never runs Python code in a forked child.
+_NO_ASLR_LAUNCHER = ("import ctypes, os, sys; ctypes.CDLL(None).personality(%d); "
+                     "os.execv(sys.executable, [sys.executable] + sys.argv[1:])" % ADDR_NO_RANDOMIZE)
+
+
+def isolated_burnin(game: str, variant: str, solo_episodes: int, team_episodes: int, seed: int,
+                    progress: bool = True, episode_length: int | None = None) -> RecordTable | None:
+    """`<game>.burnin(...)` run in a fresh Python process with a fixed memory layout (no address
+    randomisation, PYTHONHASHSEED=0, a single thread), so the records are the same on every invocation.
+
+    With LuaJIT's PRNG pinned (`engine.pin_luajit_seed`) most episodes already are pure functions
+    of their seed, but LuaJIT's first address probe still meets the process's randomised memory
+    map now and then, and object-keyed Lua tables iterate in address order; a fresh process with
+    a fixed layout removes that last source. Falls back to this process where personality(2) is
+    unavailable (non-Linux): None, and the caller runs the burn-in itself."""
+    import os  # noqa: PLC0415
+    import subprocess  # noqa: PLC0415
+    import sys  # noqa: PLC0415
+    import tempfile  # noqa: PLC0415
+
+    from omjax.options.records import load_npz  # noqa: PLC0415
+
+    if not sys.platform.startswith("linux") or os.environ.get("OMJAX_BURNIN_CHILD") == "1":
+        return None
+    with tempfile.TemporaryDirectory() as tmp:
+        out = os.path.join(tmp, "records.npz")
+        code = ("import sys; from omjax.options.registry import load_game; from omjax.options.records import save_npz; "
+                "g, v, so, te, se, pr, el, out = sys.argv[1:]; "
+                "save_npz(out, load_game(g).burnin(v, int(so), int(te), int(se), pr == '1', None if el == '-' else int(el)))")
+        # One thread: a BLAS / OpenMP worker that mallocs maps its arena whenever it gets scheduled,
+        # which moves LuaJIT's later mappings, and with them Lua's object-keyed iteration order.
+        env = {**os.environ, "PYTHONHASHSEED": "0", "OMJAX_BURNIN_CHILD": "1", "OPENBLAS_NUM_THREADS": "1",
+               "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+        root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+        env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+        subprocess.run([sys.executable, "-c", _NO_ASLR_LAUNCHER, "-c", code, game, variant, str(solo_episodes),
+                        str(team_episodes), str(seed),
+                        "1" if progress else "0", "-" if episode_length is None else str(episode_length), out],
+                       check=True, env=env)
+        return load_npz(out)
+
+
 def start_menu(lib: MPLibrary, env: MeltingPotEnv, regions: dict, seed: int, agent: int,
                guards: list[Guard]) -> list[MenuItem]:
     """The menu `agent` sees at the start of the episode seeded `seed` (letters: `episode_rng`)."""

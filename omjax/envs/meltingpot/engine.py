@@ -14,11 +14,16 @@ sprite ids of the per-player `LAYER` observation (see `sprite_ids`).
 
 from __future__ import annotations
 
+import ctypes
 import dataclasses
 import importlib
 import importlib.util
+import os
+import platform
+import struct
 import sys
 import types
+import warnings
 
 import numpy as np
 
@@ -171,6 +176,120 @@ def commons_harvest() -> Substrate:
                       apple_layer="lowerPhysical", dirt_layer=None)
 
 
+# ---------------------------------------------------------------------- reproducibility
+# dmlab2d embeds LuaJIT 2.1, built with its default LUAJIT_SECURITY_PRNG / _STRHASH: every new Lua
+# state seeds a PRNG from the OS entropy source (`lj_prng_seed_secure`, the getrandom syscall),
+# and that PRNG seeds the string hash and the allocator's address probes. Lua's `pairs` visits
+# string- and object-keyed tables in hash order, and Melting Pot's Lua iterates such tables to
+# assign spawn points, order object updates (apple regrowth draws) and pick respawn cells. So the
+# same env seed gave a different episode on every build (tests/data and `omjax guards` saw it:
+# Commons Harvest's spawn cells and regrowth differed at step 0). The episode RNG itself is
+# seeded from the env seed; only this entropy is outside it.
+#
+# `pin_luajit_seed()` replaces, in this process's copy of the loaded extension, the body of
+# `lj_prng_seed_secure` with a stub that writes a fixed PRNG state and returns success. With it,
+# most episodes are pure functions of (env seed, actions); object-keyed tables still iterate in
+# address order, so bit-identical runs also need a single-threaded process without address
+# randomisation (`omjax.options.meltingpot_common.isolated_burnin`). Seen here: unpinned, episodes
+# differed even without address randomisation; pinned, they differed now and then across
+# processes; pinned in such a process, every run was identical. Only x86-64 Linux is
+# patched; the symbol is looked up in the extension's ELF symbol table, so another dmlab2d build
+# is handled or, if the symbol is missing, left alone with a warning. Set
+# OMJAX_MELTINGPOT_ENTROPY=1 to keep LuaJIT's OS-seeded behaviour.
+_PRNG_SYMBOL = b"lj_prng_seed_secure"
+_PRNG_STATE = (0x9E3779B97F4A7C15,) * 4  # one value in all four words: its first address probe lands in free low memory
+_pinned: bool | None = None
+
+
+def _prng_stub() -> bytes:
+    """x86-64: `int lj_prng_seed_secure(PRNGState *rs)` { rs->u[0..3] = _PRNG_STATE; return 1; }."""
+    code = b""
+    for i, value in enumerate(_PRNG_STATE):
+        code += b"\x48\xb8" + struct.pack("<Q", value)  # mov rax, imm64
+        code += b"\x48\x89\x07" if i == 0 else b"\x48\x89\x47" + bytes([8 * i])  # mov [rdi + 8i], rax
+    return code + b"\xb8\x01\x00\x00\x00\xc3"  # mov eax, 1; ret
+
+
+def _elf_symbol(path: str, name: bytes) -> tuple[int, int, int] | None:
+    """(st_value, st_size, vaddr of the file-offset-0 PT_LOAD) of symbol `name` in an ELF64 file."""
+    with open(path, "rb") as f:
+        data = f.read()
+    if data[:4] != b"\x7fELF" or data[4] != 2 or data[5] != 1:
+        return None
+    e_phoff, e_shoff = struct.unpack_from("<QQ", data, 0x20)
+    e_phentsize, e_phnum, e_shentsize, e_shnum = struct.unpack_from("<HHHH", data, 0x36)
+    base_vaddr = None
+    for i in range(e_phnum):
+        p_type, _, p_offset, p_vaddr = struct.unpack_from("<IIQQ", data, e_phoff + i * e_phentsize)
+        if p_type == 1 and p_offset == 0:  # PT_LOAD
+            base_vaddr = p_vaddr
+            break
+    if base_vaddr is None:
+        return None
+    sections = [struct.unpack_from("<IIQQQQIIQQ", data, e_shoff + i * e_shentsize) for i in range(e_shnum)]
+    for sh_type, sh_link, sh_offset, sh_size, sh_entsize in (
+            (sec[1], sec[6], sec[4], sec[5], sec[9]) for sec in sections):
+        if sh_type != 2 or not sh_entsize:  # SHT_SYMTAB
+            continue
+        str_off = sections[sh_link][4]
+        for k in range(sh_size // sh_entsize):
+            st_name, _, _, _, st_value, st_size = struct.unpack_from("<IBBHQQ", data, sh_offset + k * sh_entsize)
+            end = data.index(b"\0", str_off + st_name)
+            if data[str_off + st_name:end] == name and st_value:
+                return st_value, st_size, base_vaddr
+    return None
+
+
+def pin_luajit_seed() -> bool:
+    """Make every Lua state of the loaded dmlab2d extension start from one fixed PRNG state (see
+    above). Idempotent; True if pinned."""
+    global _pinned
+    if _pinned is not None:
+        return _pinned
+    _pinned = False
+    if os.environ.get("OMJAX_MELTINGPOT_ENTROPY") == "1":
+        return False
+    if sys.platform != "linux" or platform.machine() != "x86_64":
+        warnings.warn("Melting Pot episodes are not reproducible here: LuaJIT's PRNG seed is pinned only "
+                      "on x86-64 Linux", stacklevel=2)
+        return False
+    import dmlab2d.dmlab2d_pybind as pybind  # noqa: PLC0415
+
+    path = os.path.realpath(pybind.__file__)
+    found = _elf_symbol(path, _PRNG_SYMBOL)
+    code = _prng_stub()
+    if found is None or found[1] < len(code):
+        warnings.warn(f"Melting Pot episodes are not reproducible: no {_PRNG_SYMBOL.decode()} of "
+                      f">= {len(code)} bytes in {path}", stacklevel=2)
+        return False
+    value, _, base_vaddr = found
+    load = None
+    with open("/proc/self/maps") as maps:
+        for line in maps:
+            parts = line.split()
+            if len(parts) >= 6 and int(parts[2], 16) == 0 and os.path.realpath(parts[5]) == path:
+                load = int(parts[0].split("-")[0], 16)
+                break
+    if load is None:
+        warnings.warn(f"Melting Pot episodes are not reproducible: {path} is not mapped", stacklevel=2)
+        return False
+    addr = load + value - base_vaddr
+    if ctypes.string_at(addr, len(code)) != code:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.mprotect.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+        page = os.sysconf("SC_PAGE_SIZE")
+        start = addr & ~(page - 1)
+        length = (addr + len(code) - start + page - 1) // page * page
+        if libc.mprotect(start, length, 7) != 0:  # PROT_READ | PROT_WRITE | PROT_EXEC
+            warnings.warn(f"Melting Pot episodes are not reproducible: mprotect failed "
+                          f"(errno {ctypes.get_errno()})", stacklevel=2)
+            return False
+        ctypes.memmove(addr, code, len(code))
+        libc.mprotect(start, length, 5)  # PROT_READ | PROT_EXEC
+    _pinned = True
+    return True
+
+
 def build_lab(substrate: Substrate, seed: int):
     """A fresh `dmlab2d.Lab2d` of the substrate with debug observations, started with `seed`.
 
@@ -179,6 +298,8 @@ def build_lab(substrate: Substrate, seed: int):
     """
     mod = config_module(substrate.name)
     from meltingpot.utils.substrates import builder  # noqa: PLC0415  (needs the package shim)
+
+    pin_luajit_seed()
 
     # The flag is read inside get_config()/build(); setting it here keeps every other user of the
     # module on the default (non-debug) config only if they build before us, so restore it.
