@@ -248,8 +248,14 @@ class Context:
 
 
 def check_forward_inputs(family: str, num_layers: int, tokens: jax.Array,
-                         attention_mask: jax.Array | None, lora: dict | None) -> None:
-    """Clear errors for the shape mistakes a family's `forward` would otherwise hit deep inside."""
+                         attention_mask: jax.Array | None, lora: dict | None, *,
+                         trunk: Trunk | None = None, cache: dict | None = None) -> None:
+    """Clear errors for the mistakes a family's `forward` would otherwise hit deep inside (or,
+    for a trunk that skips adapter layers, not hit at all)."""
+    if trunk is not None:
+        if cache is not None:
+            raise ValueError(f"{family}: a trunk cannot be combined with a decode cache")
+        check_trunk(family, num_layers, trunk.n_layers, lora)
     if tokens.ndim != 2:
         raise ValueError(f"{family}: tokens must be [B, T], got shape {tokens.shape}")
     if attention_mask is not None and attention_mask.shape != tokens.shape:

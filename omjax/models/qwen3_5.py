@@ -478,11 +478,7 @@ def forward(params: dict, cfg: Config, tokens: jax.Array, *,
     recompute each layer's activations in the backward pass; trunk: start from the output of
     `trunk(...)` for the same tokens instead of layer 0.
     """
-    base.check_forward_inputs("qwen3_5", cfg.num_layers, tokens, attention_mask, lora)
-    if trunk is not None:
-        if cache is not None:
-            raise ValueError("qwen3_5: a trunk cannot be combined with a decode cache")
-        base.check_trunk("qwen3_5", cfg.num_layers, trunk.n_layers, lora)
+    base.check_forward_inputs("qwen3_5", cfg.num_layers, tokens, attention_mask, lora, trunk=trunk, cache=cache)
     x, cache, new_layers = _layers(params, cfg, tokens, attention_mask, lora, lora_scale, cache, remat,
                                    trunk, cfg.num_layers)
     if last_only:
