@@ -323,8 +323,11 @@ def _dish_pickup_useful(layout: Layout, start: State, hand, held, dropped, picke
     non_empty_pots = jnp.sum((phase == PotPhase.FILLING) | (phase == PotPhase.COOKING)
                              | (phase == PotPhase.READY))
     before = jnp.tril(jnp.ones((num_agents, num_agents), bool), k=-1)  # [i, j]: j acts before i
+    # Net dishes each agent put on a counter (+1 dropped, -1 picked up). Masked with a select: a
+    # bitwise `before & -1` would give +1, counting a dish taken off a counter as one put there.
+    counter_delta = (dropped == Item.DISH).astype(jnp.int32) - (picked == Item.DISH).astype(jnp.int32)  # [A]
     dishes_on_counters = jnp.sum(start.counter == Item.DISH) + jnp.sum(
-        before & ((dropped == Item.DISH).astype(jnp.int32) - (picked == Item.DISH))[None, :], axis=1)  # [A]
+        jnp.where(before, counter_delta[None, :], 0), axis=1)  # [A]
     dishes_held = jnp.sum(jnp.where(before, held[None, :] == Item.DISH, hand[None, :] == Item.DISH), axis=1)
     return (dishes_on_counters == 0) & (dishes_held < non_empty_pots)
 
