@@ -32,4 +32,4 @@ def test_overcooked_adapter_menus_and_steps():
     reward = game.step(choices.reshape(3, 2))
     assert reward.shape == (3,) and np.all(reward == 0)
     with pytest.raises(ValueError, match="no rollout adapter"):
-        make_game(EnvConfig(game="cleanup", n_agents=7), "native", 2)
+        make_game(EnvConfig(game="cleanup", n_agents=7), "compound_json", 2)
