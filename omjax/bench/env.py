@@ -12,7 +12,9 @@ stepping its share of the envs with `shard_map`; the reference is one Python pro
 By default (`--xla-threads 1`) each device runs its computation on one thread: XLA would otherwise
 split single loops over a pool of one thread per core, and on so few cores those hand-offs cost
 more than they gain. The output states the devices used and also gives the ratio per device (per
-core) and per CPU second of each side.
+core) and per CPU second of each side, each device's own rate (its share of the envs over the time
+that share took) and the CPU seconds per wall second this process got: under load from other jobs
+that is below the number of devices, and the total falls short of devices x one device's rate.
 """
 
 from __future__ import annotations
@@ -39,6 +41,11 @@ def start_backend(devices: int, one_thread: bool) -> None:
     XLA sizes the CPU client's intra-op thread pool from the CPUs this process may run on when the
     client starts, so the process is restricted to one CPU for that moment and then given back all
     of its CPUs, which the devices' computations then run on side by side.
+
+    On Linux an affinity belongs to a thread, not to the process: the threads XLA starts while the
+    process is held to one CPU (the pool that runs the devices' computations among them) inherit
+    that one CPU, and restoring the calling thread's affinity leaves them there, every device's work
+    time-sharing one core. So every thread of the process is given back the CPUs.
     """
     if jax._src.xla_bridge.backends_are_initialized():
         if jax.device_count() != devices or one_thread:
@@ -53,7 +60,17 @@ def start_backend(devices: int, one_thread: bool) -> None:
         jax.devices()
     finally:
         if one_thread and cpus:
-            os.sched_setaffinity(0, cpus)
+            restore_affinity(cpus)
+
+
+def restore_affinity(cpus: set[int]) -> None:
+    """Let every thread of this process (not only the calling one) run on `cpus`."""
+    tasks = os.listdir("/proc/self/task") if os.path.isdir("/proc/self/task") else []
+    for tid in [0, *map(int, tasks)]:
+        try:
+            os.sched_setaffinity(tid, cpus)
+        except ProcessLookupError:  # a thread that has exited meanwhile
+            pass
 
 
 def make_rollout(env, batch: int, steps: int, consume_obs: bool):
@@ -117,15 +134,23 @@ class JaxBench:
         self.compile_s = time.perf_counter() - t0
         self.returns: list[float] = []
 
-    def run(self) -> tuple[float, float]:
-        """Env steps per wall-clock second and per CPU second (this process) of one timed call."""
+    def run(self) -> tuple[float, float, list[float]]:
+        """Env steps per wall-clock second and per CPU second (this process) of one timed call, and
+        each device's own steps per wall-clock second (its share of the envs over the time its
+        share took to be ready; shares are awaited in device order, so a device that finished
+        before an earlier one is credited with the earlier one's time: never flattered)."""
         self.calls += 1
         c0, t0 = time.process_time(), time.perf_counter()
-        self.states, total, _ = jax.block_until_ready(
-            self.rollout(jax.random.PRNGKey(1 + self.calls), self.states))
+        self.states, total, checksum = self.rollout(jax.random.PRNGKey(1 + self.calls), self.states)
+        done = []
+        for shard in sorted(total.addressable_shards, key=lambda shard: shard.device.id):
+            shard.data.block_until_ready()
+            done.append(time.perf_counter() - t0)
+        jax.block_until_ready((self.states, checksum))
         elapsed, cpu = time.perf_counter() - t0, time.process_time() - c0
         self.returns.append(float(jnp.mean(total)))
-        return self.batch * self.steps / elapsed, self.batch * self.steps / cpu
+        share = self.batch // len(done) * self.steps
+        return self.batch * self.steps / elapsed, self.batch * self.steps / cpu, [share / t for t in done]
 
 
 class ReferenceBench:
@@ -199,6 +224,9 @@ def main(argv: list[str] | None = None) -> int:
         our_rates.append(ours.run())
     ref_wall, ref_cpu = (max(r[k] for r in ref_rates) for k in (0, 1))
     our_wall, our_cpu = (max(r[k] for r in our_rates) for k in (0, 1))
+    per_device = [max(r[2][d] for r in our_rates) for d in range(args.devices)]  # each device's best round
+    best = max(our_rates, key=lambda r: r[0])
+    cores_used = best[0] / best[1]  # CPU seconds of this process per wall second in the best round
     ratio, ratio_cpu = our_wall / ref_wall, our_cpu / ref_cpu
     median_ratio = float(np.median([r[0] for r in our_rates]) / np.median([r[0] for r in ref_rates]))
     ratio_per_device = ratio / args.devices
@@ -213,6 +241,9 @@ def main(argv: list[str] | None = None) -> int:
             (f"omjax JAX (jit+vmap, {args.batch} envs, {args.devices} dev{', obs' if args.consume_obs else ''})",
              our_wall, our_cpu, our_rates)):
         print(f"{label:<44} {wall:>12,.0f} {cpu:>12,.0f}   {', '.join(f'{r[0]:,.0f}' for r in rates)}")
+    print(f"ours per device ({args.batch // args.devices} envs each, best rounds): "
+          f"{', '.join(f'{r:,.0f}' for r in per_device)} steps/s; "
+          f"{cores_used:.2f} CPU s per wall s in the best round (of {args.devices} cores for ours)")
     print(f"ratio ours / reference: {ratio:,.1f}x wall-clock (best rounds; median rounds {median_ratio:,.1f}x), "
           f"{ratio_cpu:,.1f}x per CPU second, {ratio_per_device:,.1f}x per device (core)")
     print(f"(JAX compile {ours.compile_s:.1f}s; mean team return per env per {args.steps} steps "
@@ -221,6 +252,8 @@ def main(argv: list[str] | None = None) -> int:
                       "rounds": args.rounds, "consume_obs": args.consume_obs, "devices": args.devices,
                       "xla_threads": args.xla_threads,
                       "ours_steps_per_s": round(our_wall), "reference_steps_per_s": round(ref_wall),
+                      "ours_steps_per_s_per_device": [round(r) for r in per_device],
+                      "ours_cpu_s_per_wall_s": round(cores_used, 2),
                       "ratio": round(ratio, 1), "median_ratio": round(median_ratio, 1),
                       "ours_steps_per_cpu_s": round(our_cpu), "reference_steps_per_cpu_s": round(ref_cpu),
                       "ratio_per_cpu_s": round(ratio_cpu, 1),

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
+
+import pytest
 
 # Imported here, not inside the test: importing jaxmarl (which omjax.envs uses) while pytest
 # captures output rebinds sys.stdout to the real terminal, and capsys would then see nothing.
@@ -37,3 +40,21 @@ def test_env_benchmark_splits_the_batch_over_devices_in_a_fresh_process():
     out = subprocess.run([sys.executable, "-m", "omjax.bench", "env", *TINY, "--devices", "2"],
                          capture_output=True, text=True, timeout=600, check=True).stdout
     check_record(out.strip().splitlines(), devices=2)
+
+
+def test_one_thread_set_up_gives_every_thread_back_all_cpus():
+    # The set-up holds the process to one CPU while XLA starts its threads; on Linux each thread
+    # keeps its own affinity, so the pool running the devices' computations stayed on that one CPU
+    # (2 devices ran no faster than 1) until every thread was given the CPUs back.
+    code = ("import os\n"
+            "from omjax.bench.env import start_backend\n"
+            "cpus = os.sched_getaffinity(0)\n"
+            "start_backend(2, True)\n"
+            "import jax, jax.numpy as jnp\n"
+            "jax.block_until_ready([jax.device_put(jnp.ones(4), d) * 2 for d in jax.devices()])\n"
+            "assert len(jax.devices()) == 2\n"
+            "bad = [t for t in os.listdir('/proc/self/task') if os.sched_getaffinity(int(t)) != cpus]\n"
+            "assert not bad, (cpus, {t: os.sched_getaffinity(int(t)) for t in bad})\n")
+    if not (hasattr(os, "sched_getaffinity") and os.path.isdir("/proc/self/task") and len(os.sched_getaffinity(0)) > 1):
+        pytest.skip("needs Linux thread affinities and more than one CPU")
+    subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, check=True)
