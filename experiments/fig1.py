@@ -5,9 +5,8 @@
 
 Uses (and if needed launches) the "ours" cell of Table 2 on Overcooked Asymmetric Advantages, or
 the finished run given with `--run`, then draws the histogram from its evaluation (`omjax audit
-macro`). With `--scripted-solo` it also
-runs the §6.4 solo test on AA and the Forced Coordination control with the scripted cooks of
-`omjax.eval.scripted` (`omjax audit solo`). Writes `<root>/figures/fig1.png` (+ `.json`).
+macro`). With `--scripted-solo` it also runs the §6.4 solo test on AA and the Forced
+Coordination control with the scripted cooks of `omjax.eval.scripted` (`omjax audit solo`). Writes `<root>/figures/fig1.png` (+ `.json`).
 """
 
 from __future__ import annotations
