@@ -19,7 +19,7 @@ from omjax.eval.audits import SoloReport
 def solo_test_policy(trainer, bank, seeds: Sequence[int]) -> SoloReport:
     """Team and per-agent-alone deliveries of the policy (`trainer`'s model and decider, `bank`'s
     adapters) on every seed, in the trainer's Overcooked layout and horizon."""
-    from omjax.train.games import OvercookedGame, overcooked_guards_path
+    from omjax.train.games import OvercookedGame, guards_file
     from omjax.train.rollout import collect
 
     env = trainer.cfg.env
@@ -29,7 +29,7 @@ def solo_test_policy(trainer, bank, seeds: Sequence[int]) -> SoloReport:
     conditions = [np.ones(n, bool)] + [np.arange(n) == a for a in range(n)]
     totals = np.zeros((len(conditions), len(seeds)))
     for c, active in enumerate(conditions):
-        game = OvercookedGame(env.layout, env.horizon, overcooked_guards_path(env), active=active)
+        game = OvercookedGame(env.layout, env.horizon, guards_file(env), active=active)
         for j, seed in enumerate(seeds):
             batch = collect(game, trainer.decider, trainer.model.params, bank, 1, jax.random.PRNGKey(seed), seed, 0)
             totals[c, j] = batch.returns[0] / game.delivery_reward

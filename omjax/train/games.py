@@ -178,23 +178,25 @@ def register_game(game: str, interface: str, factory: Callable[[EnvConfig, int],
     _GAMES[(game, interface)] = factory
 
 
-def overcooked_guards_path(env: EnvConfig) -> str:
-    """The guard file an Overcooked run's menus use: `env.guards`, "" for `none`, or the shipped
-    file of the layout; a named file that does not exist is an error."""
+def guards_file(env: EnvConfig, variant: str | None = None) -> str:
+    """The guard file an options game's menus use: `env.guards`, "" for `none`, or the shipped
+    file of the game's layout / option library `variant` (default `env.layout`); a file that
+    does not exist is an error."""
     from omjax.options.registry import guard_path
 
     if env.guards == "none":
         return ""
-    path = env.guards or guard_path("overcooked", env.layout)
+    variant = variant or env.layout
+    path = env.guards or guard_path(env.game, variant)
     if not os.path.exists(path):
         raise FileNotFoundError(
-            f"guard file {path} not found: run `omjax guards --game overcooked --layout {env.layout}` "
+            f"guard file {path} not found: run `omjax guards --game {env.game} --layout {variant}` "
             "or set env.guards=none for the unfiltered menu")
     return path
 
 
 def _overcooked(env: EnvConfig, n_rollouts: int) -> Game:
-    game = OvercookedGame(env.layout, env.horizon, overcooked_guards_path(env), env.reward_shaping)
+    game = OvercookedGame(env.layout, env.horizon, guards_file(env), env.reward_shaping)
     if game.n_agents != env.n_agents:
         raise ValueError(f"env.n_agents={env.n_agents} but layout {env.layout!r} has {game.n_agents} agents")
     return game

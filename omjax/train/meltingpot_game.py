@@ -29,8 +29,6 @@ the unfiltered menu). Importing this module registers the four games with `regis
 
 from __future__ import annotations
 
-import os
-
 import numpy as np
 
 from omjax.config import EnvConfig
@@ -43,7 +41,7 @@ from omjax.options import meltingpot_common as mp
 from omjax.options.menu import MenuItem, render_menu
 from omjax.prompts import meltingpot as prompts
 from omjax.prompts.memory import Memory
-from omjax.train.games import register_game
+from omjax.train.games import guards_file, register_game
 
 SUBSTRATES = {"cleanup": "clean_up", "harvest": "commons_harvest__open"}
 """Config game name -> the Melting Pot substrate it plays (also accepted as `env.layout`)."""
@@ -309,26 +307,12 @@ _CLASSES = {("cleanup", "options"): CleanUpOptionsGame, ("harvest", "options"): 
             ("cleanup", "native"): CleanUpNativeGame, ("harvest", "native"): HarvestNativeGame}
 
 
-def guards_for(env: EnvConfig, variant: str) -> str:
-    """The guard file an options game reads ('' for the unfiltered menu)."""
-    from omjax.options.registry import guard_path
-
-    if env.guards == "none":
-        return ""
-    path = env.guards or guard_path(env.game, variant)
-    if not os.path.exists(path):
-        raise FileNotFoundError(
-            f"guard file {path} not found: run `omjax guards --game {env.game} --layout {variant}` "
-            "or set env.guards=none for the unfiltered menu")
-    return path
-
-
 def build_game(env: EnvConfig, interface: str) -> MeltingPotGame:
     """The Melting Pot game of `env` under `interface` (`options` or `native`)."""
     cls = _CLASSES[(env.game, interface)]
     variant = resolve_library(env.game, env.layout)
     if interface == "options":
-        game = cls(env.game, env.horizon, variant, guards_for(env, variant), env.reward_shaping)
+        game = cls(env.game, env.horizon, variant, guards_file(env, variant), env.reward_shaping)
     else:
         game = cls(env.game, env.horizon, env.reward_shaping)
     if game.n_agents != env.n_agents:

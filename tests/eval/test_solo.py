@@ -6,12 +6,12 @@ import numpy as np
 import pytest
 
 from omjax.config import EnvConfig
-from omjax.train.games import OvercookedGame, overcooked_guards_path
+from omjax.train.games import OvercookedGame, guards_file
 
 
 def test_inactive_agent_never_decides_and_never_moves():
     env = EnvConfig(game="overcooked", layout="asymmetric_advantages", horizon=6, n_agents=2)
-    game = OvercookedGame(env.layout, env.horizon, overcooked_guards_path(env), active=[False, True])
+    game = OvercookedGame(env.layout, env.horizon, guards_file(env), active=[False, True])
     game.reset([10_000])
     start = np.asarray(game.states.pos)[0].copy()
     menu = game.menu(0, 1, np.random.default_rng(0))
