@@ -6,6 +6,8 @@ import json
 import os
 from pathlib import Path
 
+import numpy as np
+
 
 def write_jsonl_atomic(path: Path, rows: list[dict]) -> None:
     """Replace `path` with `rows`, one JSON object per line, via a temp file and rename."""
@@ -71,7 +73,9 @@ def plot_learning_curve(rows: list[dict], path: str | Path, title: str = "") -> 
     ax.grid(alpha=0.3)
     ax.legend(loc="upper left")
     ax.set_title(title or "PA-MAGRPO learning curve")
-    ax2.plot(rounds, [r.get("kl") or 0.0 for r in rows], marker=".", color="tab:red")
+    # Rounds without an update (zero-spread cohort) have no KL: a gap, not a zero.
+    kl = [np.nan if r.get("kl") is None else r["kl"] for r in rows]
+    ax2.plot(rounds, kl, marker=".", color="tab:red")
     ax2.set_ylabel("KL to base")
     ax2.set_xlabel("round")
     ax2.grid(alpha=0.3)
