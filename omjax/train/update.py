@@ -112,7 +112,7 @@ def _skippable_map(fn: Callable[[Any], Any], chunks: Any, n_active: jax.Array) -
     shapes = jax.eval_shape(fn, first)
     skip = lambda _: jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), shapes)
     n = jax.tree.leaves(chunks)[0].shape[0]
-    return jax.lax.map(lambda ic: jax.lax.cond(ic[0] < n_active, lambda c: fn(c), skip, ic[1]),
+    return jax.lax.map(lambda ic: jax.lax.cond(ic[0] < n_active, fn, skip, ic[1]),
                        (jnp.arange(n), chunks))
 
 
