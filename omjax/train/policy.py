@@ -105,8 +105,7 @@ class LetterPolicy:
         letter_logits = jnp.where(inputs["menu_mask"], letter_logits / self.temperature, _MASKED)
         return jnp.where(inputs["menu_mask"], jax.nn.log_softmax(letter_logits, axis=-1), 0.0)
 
-    def prepare(self, base: Any, inputs: dict) -> dict:
-        return add_trunk(self, base, inputs)
+    prepare = add_trunk  # prepare(base, inputs): the update's once-per-round frozen trunk
 
     def policy_fn(self, base: Any, lora: Any, inputs: dict) -> PolicyOut:
         logp = self.menu_logp(base, lora, inputs)  # [P, M]
@@ -156,8 +155,7 @@ class SamplePolicy:
         logp = jax.nn.log_softmax(logits[:, :-1] / self.temperature, axis=-1)  # [P, T-1, V]
         return jnp.take_along_axis(logp, inputs["tokens"][:, 1:, None], axis=-1)[..., 0]
 
-    def prepare(self, base: Any, inputs: dict) -> dict:
-        return add_trunk(self, base, inputs)
+    prepare = add_trunk
 
     def policy_fn(self, base, lora, inputs) -> PolicyOut:
         mask = inputs["reply_mask"][:, 1:]  # [P, T-1] targets that are reply tokens

@@ -147,6 +147,9 @@ def test_frozen_trunk_update_equals_full_forward_update(tiny_model):
     for frozen in (0, 1):
         policy = LetterPolicy(m.family, m.config, lcfg.scale, 0.9, remat=False, frozen_layers=frozen)
         update = upd.make_bank_update(policy.policy_fn, opt, settings, policy.prepare)
+        prepared = policy.prepare(m.params, jax.tree.map(lambda x: jnp.asarray(x[0]), inputs))
+        # The frozen path really starts from a trunk (else this test would compare a path to itself).
+        assert ("trunk" in prepared) == bool(frozen) and (not frozen or prepared["trunk"].n_layers == 1)
         outs.append(update(m.params, bank, upd.init_opt_state(opt, bank), batch, keys, 2))
     (bank0, _, m0), (bank1, _, m1) = outs
     moved = max(float(jnp.abs(x - y).max()) for x, y in zip(jax.tree.leaves(bank0), jax.tree.leaves(bank)))
