@@ -2,11 +2,12 @@
 
 The system message is fixed per game, team size and action interface: the game's goal, that the
 menu only lists currently-feasible actions (option menu) or what the primitive letters do
-(native), and the two-line reply contract. The user message is rebuilt at every decision: the
+(native), and the two-line reply contract -- or, for compound-JSON, that free JSON actions are
+executed unfiltered and the reply is the object alone. The user message is rebuilt at every decision: the
 agent's text observation (`omjax.envs.meltingpot.text.observation_text`: own position and
 facing, visible dirt and apples with Manhattan distances, Harvest patches alive, the layout hint,
 the step), the teammates in view, the memory block (last macros, team reward over a window) and
-the lettered menu.
+the lettered menu (compound-JSON: the action vocabulary).
 """
 
 from __future__ import annotations
@@ -44,21 +45,37 @@ NATIVE_TAIL = (
     "shoots a beam ahead that removes a hit agent from play for a while{clean}. Pick one letter."
 )
 
+COMPOUND_TAIL = (
+    "Each time your previous action has finished you choose the next one by writing a JSON object "
+    "naming an action and, for actions on a cell, its target (x, y) from your observation. It is "
+    "executed only if it is valid; nothing filters the actions for you."
+)
+
 
 def game_of(substrate: Substrate) -> str:
     """`cleanup` or `harvest` (the substrate with a dirt layer is Cleanup)."""
     return "cleanup" if substrate.dirt_layer is not None else "harvest"
 
 
-def system_message(game: str, n_agents: int, apple_reward: float = 1.0, native: bool = False) -> str:
-    """The fixed system message; `native` describes primitive letters instead of the option menu."""
+INTERFACES = ("options", "native", "compound_json")
+
+
+def system_message(game: str, n_agents: int, apple_reward: float = 1.0, interface: str = "options") -> str:
+    """The fixed system message of an action interface: the option menu, primitive letters
+    (`native`) or free JSON actions (`compound_json`, whose reply is the JSON object alone)."""
     if game not in STATES:
         raise ValueError(f"no Melting Pot prompt for game {game!r}; known: {', '.join(STATES)}")
+    if interface not in INTERFACES:
+        raise ValueError(f"unknown action interface {interface!r}; known: {', '.join(INTERFACES)}")
     others = n_agents - 1
     head = (f"You are an agent in a {n_agents}-player cooperative {_TITLES[game]} game.\n\n"
             f"{_GOALS[game]} Each apple eaten scores +{apple_reward:g} for the team (shared with your "
             f"{others} teammate{'s' if others != 1 else ''}).\n\n")
-    if native:
+    if interface == "compound_json":
+        return (f"{head}{COMPOUND_TAIL}\n\n"
+                "Output format: one JSON object on one line, nothing else, e.g.\n"
+                '{"action": "wait", "args": {}}')
+    if interface == "native":
         clean = "; fire clean shoots the cleaning beam ahead" if game == "cleanup" else ""
         menu = NATIVE_TAIL.format(clean=clean)
     else:
@@ -93,11 +110,13 @@ def others_in_view(state: SymbolicState, agent: int) -> str:
 
 
 def user_message(substrate: Substrate, layout: Layout, state: SymbolicState, agent: int, menu_text: str,
-                 memory: Memory, horizon: int) -> str:
-    """The per-decision user message: observation, teammates in view, memory, lettered menu."""
+                 memory: Memory, horizon: int, header: str = "Action menu:",
+                 rule: str = "Choose one. Reply with exactly two lines.") -> str:
+    """The per-decision user message: observation, teammates in view, memory, lettered menu (or,
+    with another `header` and `rule`, the compound-JSON action vocabulary)."""
     lines = [observation_text(substrate, layout, state, agent, horizon), others_in_view(state, agent), "", "Memory:"]
     macros = memory.last_macros
     lines.append(f"- Last {memory.macros} macros decided: {', '.join(macros) if macros else '(none)'}")
     lines.append(f"- Total reward last {memory.window} steps: {memory.recent_reward:g}")
-    lines += ["", "Action menu:", menu_text, "", "Choose one. Reply with exactly two lines."]
+    lines += ["", header, menu_text, "", rule]
     return "\n".join(lines)

@@ -11,6 +11,9 @@ of `omjax.envs.meltingpot` one env step at a time:
 * `native` (Ablations A and C): every agent decides at every step among the substrate's
   primitive letters (A-I in Cleanup, A-H in Harvest, `omjax.envs.meltingpot.text.
   primitive_actions`), applied for one step.
+* `compound_json` (Ablation D): decisions as for `options`, but the prompt lists the option
+  vocabulary instead of a menu and the free reply `{"action": ..., "args": {"target": [x, y]}}`
+  names an instance of the guardless instantiation; invalid and no-op emissions are counted.
 
 The team reward of a step is the sum of all agents' rewards (+1 per apple eaten); in Cleanup,
 `env.reward_shaping` > 0 adds that weight times `CLEAN_BONUS` per dirt cell cleaned (short CPU
@@ -24,7 +27,7 @@ evaluation recorder reads after each step: `positions()`, `agent_returns()` (app
 `env.layout` selects the option library: the substrate name (`clean_up`, `commons_harvest__open`)
 means the game's default library (`lib_a`); a library variant name (`lib_a`, `lib_b`) picks that
 one. `env.guards` works as for Overcooked (empty: the shipped guard file of the library, `none`:
-the unfiltered menu). Importing this module registers the four games with `register_game`.
+the unfiltered menu). Importing this module registers the six games with `register_game`.
 """
 
 from __future__ import annotations
@@ -38,7 +41,8 @@ from omjax.envs.meltingpot.probes import Probes, probes_decisions, probes_init, 
 from omjax.envs.meltingpot.text import primitive_actions
 from omjax.envs.meltingpot.workers import EnvPool, WorkerCrash
 from omjax.options import meltingpot_common as mp
-from omjax.options.menu import MenuItem, render_menu
+from omjax.interfaces.compound_json import Emission, EmissionTally, parse_emission, render_vocabulary
+from omjax.options.menu import MenuItem, label, letter, render_menu
 from omjax.prompts import meltingpot as prompts
 from omjax.prompts.memory import Memory
 from omjax.train.games import guards_file, register_game
@@ -84,7 +88,8 @@ def resolve_library(game: str, layout: str) -> str:
 class MeltingPotGame:
     """K concurrent episodes of one substrate: states, probes, team rewards; interface-neutral."""
 
-    native = False
+    interface = "options"
+    """The action interface (`policy.action_interface`); picks the system message."""
 
     def __init__(self, game: str, horizon: int, reward_shaping: float = 0.0):
         if game not in SUBSTRATES:
@@ -106,7 +111,7 @@ class MeltingPotGame:
         self.states: list[SymbolicState] = []
         self._probes: list[Probes] = []
         self._apples = np.zeros((0, self.n_agents), np.int64)
-        self._system = prompts.system_message(game, self.n_agents, APPLE_REWARD, native=self.native)
+        self._system = prompts.system_message(game, self.n_agents, APPLE_REWARD, self.interface)
 
     # ------------------------------------------------------------------ episodes
     def reset(self, seeds: list[int]) -> None:
@@ -169,9 +174,9 @@ class MeltingPotGame:
     def state_label(self, k: int, agent: int) -> str:
         return prompts.state_label(self.game, self.states[k], agent)
 
-    def _user_message(self, k: int, agent: int, menu_text: str, memory: Memory) -> str:
+    def _user_message(self, k: int, agent: int, menu_text: str, memory: Memory, **kw) -> str:
         return prompts.user_message(self.substrate, self.layout, self.states[k], agent, menu_text, memory,
-                                    self.horizon)
+                                    self.horizon, **kw)
 
     # ------------------------------------------------------------------ what the evaluation reads
     def probes(self, k: int) -> Probes:
@@ -256,13 +261,75 @@ class MeltingPotOptionsGame(MeltingPotGame):
             for a, ex in enumerate(self.running[k]):
                 ex, outcome, _ = mp.advance(lib, ctx, ex, int(actions[k, a]), state)
                 self.running[k][a] = None if outcome is not None else ex
+                if outcome is not None:
+                    self._ended(k, a, outcome)
         return reward
+
+    def _ended(self, k: int, agent: int, outcome: int) -> None:
+        """Hook: agent's option in rollout k ended with `outcome` (SUCCESS, EFFECT_FAIL, ...)."""
+
+
+class MeltingPotCompoundGame(MeltingPotOptionsGame):
+    """Compound-JSON (Ablation D): the option vocabulary instead of a menu, free replies.
+
+    The reply is parsed (`omjax.interfaces.compound_json.parse_emission`) into an instance of the
+    agent's guardless instantiation -- one instance per target of each option's class that the
+    agent can see, exactly what its menu is built from before guards -- and run by the same
+    executor. An invalid emission falls back to `wait`; invalid and no-op emissions (the option
+    ended without its effect) are counted per agent, as for Overcooked.
+    """
+
+    interface = "compound_json"
+
+    def __init__(self, game: str, horizon: int, variant: str, reward_shaping: float = 0.0):
+        super().__init__(game, horizon, variant, guards_path="", reward_shaping=reward_shaping)
+        self.tallies: list[EmissionTally] = []
+        self._pending: dict[tuple[int, int], Emission] = {}
+
+    def reset(self, seeds: list[int]) -> None:
+        super().reset(seeds)
+        self.tallies = [EmissionTally.zeros(self.n_agents) for _ in seeds]
+        self._pending = {}
+
+    def menu(self, k: int, agent: int, rng: np.random.Generator) -> list[MenuItem]:
+        """The guardless instances in construction order (never shown; replies resolve into it)."""
+        insts = mp.instances_for(self.lib, self.ctx, self.states[k], agent)
+        self._insts[(k, agent)] = insts
+        schema = self.lib.schema
+        return [MenuItem(letter=letter(j), index=j, opt=schema.options[inst.opt].name, target=inst.target,
+                         label=label(schema, inst)) for j, inst in enumerate(insts)]
+
+    def user_message(self, k: int, agent: int, menu: list[MenuItem], memory: Memory) -> str:
+        return self._user_message(k, agent, render_vocabulary(self.lib.schema), memory,
+                                  header="Actions you can write:", rule="Reply with the JSON object only.")
+
+    def parse_choice(self, k: int, agent: int, menu: list[MenuItem], reply: str) -> int | None:
+        """Menu position of the instance the reply names, or None (invalid: counted, falls back)."""
+        emission = parse_emission(reply, self.lib.schema, self._insts[(k, agent)])
+        if emission.instance is None:
+            self.tallies[k] = self.tallies[k].record(agent, emission, None)
+            return None
+        self._pending[(k, agent)] = emission
+        return emission.instance
+
+    def _ended(self, k: int, agent: int, outcome: int) -> None:
+        emission = self._pending.pop((k, agent), None)
+        if emission is not None:  # None: the fallback `wait` of an invalid emission
+            self.tallies[k] = self.tallies[k].record(agent, emission, outcome)
+
+    def invalid_counts(self) -> np.ndarray:
+        """int [K, A] invalid emissions per episode and agent."""
+        return np.stack([t.invalid for t in self.tallies])
+
+    def noop_counts(self) -> np.ndarray:
+        """int [K, A] emissions that executed without their promised effect."""
+        return np.stack([t.noop for t in self.tallies])
 
 
 class MeltingPotNativeGame(MeltingPotGame):
     """Primitive letters, one LLM decision per agent per env step (Ablations A and C)."""
 
-    native = True
+    interface = "native"
 
     def __init__(self, game: str, horizon: int, reward_shaping: float = 0.0):
         super().__init__(game, horizon, reward_shaping)
@@ -299,20 +366,31 @@ class CleanUpNativeGame(MeltingPotNativeGame):
     pass
 
 
+class CleanUpCompoundGame(MeltingPotCompoundGame):
+    pass
+
+
+class HarvestCompoundGame(_PatchesAlive, MeltingPotCompoundGame):
+    pass
+
+
 class HarvestNativeGame(_PatchesAlive, MeltingPotNativeGame):
     pass
 
 
 _CLASSES = {("cleanup", "options"): CleanUpOptionsGame, ("harvest", "options"): HarvestOptionsGame,
-            ("cleanup", "native"): CleanUpNativeGame, ("harvest", "native"): HarvestNativeGame}
+            ("cleanup", "native"): CleanUpNativeGame, ("harvest", "native"): HarvestNativeGame,
+            ("cleanup", "compound_json"): CleanUpCompoundGame, ("harvest", "compound_json"): HarvestCompoundGame}
 
 
 def build_game(env: EnvConfig, interface: str) -> MeltingPotGame:
-    """The Melting Pot game of `env` under `interface` (`options` or `native`)."""
+    """The Melting Pot game of `env` under `interface` (`options`, `native` or `compound_json`)."""
     cls = _CLASSES[(env.game, interface)]
     variant = resolve_library(env.game, env.layout)
     if interface == "options":
         game = cls(env.game, env.horizon, variant, guards_file(env, variant), env.reward_shaping)
+    elif interface == "compound_json":
+        game = cls(env.game, env.horizon, variant, env.reward_shaping)
     else:
         game = cls(env.game, env.horizon, env.reward_shaping)
     if game.n_agents != env.n_agents:
@@ -325,5 +403,5 @@ def _factory(interface: str):
 
 
 for _game in SUBSTRATES:
-    for _interface in ("options", "native"):
+    for _interface in ("options", "native", "compound_json"):
         register_game(_game, _interface, _factory(_interface))

@@ -15,6 +15,7 @@ from omjax.options import meltingpot_common as mp
 from omjax.options.menu import episode_rng
 from omjax.options.registry import guard_path
 from omjax.options.synthesis import read_guards
+from omjax.prompts.memory import Memory
 from omjax.train.games import make_game
 from omjax.train.meltingpot_game import RolloutWorkerError, engine_seed
 
@@ -162,9 +163,55 @@ def test_native_interface_picks_primitive_actions_and_crash_names_the_seed():
     assert len(harvest.menu(0, 0, None)) == 8 and "fire clean" not in harvest.actions.names
 
 
+def test_compound_json_resolves_replies_into_the_guardless_instances_and_counts_waste():
+    """Ablation D on Harvest: a reply naming a visible apple runs that instance; garbage, unknown
+    targets and bad arguments are counted invalid and fall back to wait; an option that ends
+    without its effect is counted as a no-op."""
+    horizon = 6
+    with make_game(env_config("harvest", horizon), "compound_json", 1) as game:
+        assert "JSON object" in game.system_message() and "Pick one letter" not in game.system_message()
+        game.reset([11])
+        state = game.states[0]
+        menus = {a: game.menu(0, a, None) for a in range(AGENTS)}
+        for a, menu in menus.items():  # the guardless instantiation, in construction order
+            assert [(it.opt, it.target) for it in menu] == [
+                (game.lib.schema.options[i.opt].name, i.target) for i in mp.instances_for(game.lib, game.ctx, state, a)]
+        text = game.user_message(0, 0, menus[0], Memory(3, 10))
+        assert '"eat_apple" args {"target": [x, y]}' in text and "Reply with the JSON object only." in text
+        assert "Action menu:" not in text
+        x0, y0 = state.pos[0]
+        apple = min((it for it in menus[0] if it.opt == "eat_apple"),
+                    key=lambda it: abs(it.target[0] - x0) + abs(it.target[1] - y0))  # ends within the horizon
+        wait = next(pos for pos, it in enumerate(menus[0]) if it.opt == "wait")
+        x, y = apple.target
+        replies = {0: f'Sure: {{"action": "eat_apple", "args": {{"target": [{x}, {y}]}}}}',
+                   1: "I will eat an apple.", 2: '{"action": "eat_apple", "args": {"target": [-5, -5]}}',
+                   3: '{"action": "dance"}', 4: '{"action": "wait", "args": {"target": [1, 2]}}',
+                   5: '{"action": "wait", "args": {}}', 6: '{"action": "wait"}'}
+        parsed = {a: game.parse_choice(0, a, menus[a], r) for a, r in replies.items()}
+        assert menus[0][parsed[0]] == apple
+        assert [parsed[a] for a in (1, 2, 3, 4)] == [None] * 4
+        assert menus[5][parsed[5]].opt == menus[6][parsed[6]].opt == "wait"
+        assert game.invalid_counts().tolist() == [[0, 1, 1, 1, 1, 0, 0]]
+        choices = np.array([[parsed[a] if parsed[a] is not None else game.fallback(0, a, menus[a])
+                             for a in range(AGENTS)]])
+        assert choices[0, 1] == next(pos for pos, it in enumerate(menus[1]) if it.opt == "wait") and choices[0, 0] != wait
+        game.step(choices)
+        for _ in range(horizon - 1):
+            for k, a in np.argwhere(game.needs_decision()):
+                game.parse_choice(k, a, game.menu(k, a, None), "no json")
+                choices[k, a] = game.fallback(k, a, game.menu(k, a, None))
+            game.step(choices)
+        tally = game.tallies[0]
+        # Agent 0's one valid emission ate its apple (a success, not a no-op); agents 5 and 6 each
+        # had one valid wait; everything else was invalid.
+        assert game.agent_returns()[0, 0] == 1 and tally.noop.tolist() == [0] * AGENTS
+        assert (tally.emitted - tally.invalid).tolist() == [1, 0, 0, 0, 0, 1, 1]
+        assert tally.invalid[1:5].tolist() == [horizon] * 4
+        assert game.patches_alive().shape == (1,)
+
+
 def test_make_game_rejects_what_melting_pot_does_not_have():
-    with pytest.raises(ValueError, match="no rollout adapter"):
-        make_game(env_config("cleanup", 5), "compound_json", 2)
     with pytest.raises(ValueError, match="library variant"):
         make_game(EnvConfig(game="harvest", layout="asymmetric_advantages", n_agents=AGENTS), "options", 2)
     with pytest.raises(ValueError, match="has 7 agents"):
@@ -175,12 +222,14 @@ SMALL = ["train.rollouts=2", "train.rounds=1", "train.minibatch_size=4", "lora.r
          "run.progress=false", "env.horizon=2", "model.name=tiny"]
 
 
-@pytest.mark.parametrize("game", ["cleanup", "harvest"])
-def test_one_training_round_writes_metrics(game, tiny_model, tmp_path):
+@pytest.mark.parametrize("game, interface", [("cleanup", "options"), ("harvest", "options"), ("cleanup", "compound_json")])
+def test_one_training_round_writes_metrics(game, interface, tiny_model, tmp_path):
     from omjax.train.trainer import Trainer
 
     run = tmp_path / "run"
-    cfg = load_config(f"configs/base/{game}.yaml", [*SMALL, f"run.out_dir={run}"])
+    extra = ["policy.action_interface=compound_json", "policy.decision_mode=sample", "policy.max_new_tokens=6"] \
+        if interface == "compound_json" else []
+    cfg = load_config(f"configs/base/{game}.yaml", [*SMALL, *extra, f"run.out_dir={run}"])
     trainer = Trainer(cfg, model=tiny_model)
     try:
         rows = trainer.run()
