@@ -246,6 +246,21 @@ def collect_table2(root: Path, cells, games) -> tuple[dict, list]:
     return returns, collapsed
 
 
+def run_game(run_dir: Path) -> str:
+    """The table column (key of GAME_CONFIG_PREFIX) a finished run played, from its config.yaml;
+    Overcooked layouts other than AA are named `overcooked_<layout>`."""
+    from omjax.config import load_config
+
+    path = Path(run_dir) / "config.yaml"
+    if not path.is_file():
+        raise FileNotFoundError(f"{run_dir} holds no config.yaml: not a run directory")
+    env = load_config(path).env
+    if env.game == "overcooked":
+        return "overcooked_aa" if env.layout == "asymmetric_advantages" else f"overcooked_{env.layout}"
+    prefix_to_key = {prefix: key for key, prefix in GAME_CONFIG_PREFIX.items()}
+    return prefix_to_key[env.game]
+
+
 def write_text(path: Path, text: str) -> Path:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -3,10 +3,13 @@
     python experiments/fig3.py                         # paper scale: Cleanup, Qwen3-4B "ours" run
     python experiments/fig3.py --cpu                   # CPU scale: the game the CPU scale trains
     python experiments/fig3.py --cpu --games overcooked_aa
+    python experiments/fig3.py --cpu --run runs/experiments_cpu/fig2/tuned   # a finished run
 
-Uses (and if needed launches) the Table 2 "ours" run of the game, then draws each agent's visit
-counts over all evaluation episodes on the map (`omjax audit heatmap`). The CPU scale defaults to
-Overcooked AA, the game it trains. Writes `<root>/figures/fig3_<game>.png` (+ `.json`).
+Uses (and if needed launches) the Table 2 "ours" run of the game, or the finished run given with
+`--run` (e.g. Fig. 2's tuned Harvest team, whose 7 agents' 100-step CPU-scale evaluation is the
+Melting Pot map this machine can afford), then draws each agent's visit counts over all
+evaluation episodes on the map (`omjax audit heatmap`). The CPU scale defaults to Overcooked AA,
+the game it trains. Writes `<root>/figures/fig3_<game>.png` (+ `.json`).
 """
 
 from __future__ import annotations
@@ -27,13 +30,19 @@ from omjax.eval.audit_cli import audit_heatmap  # noqa: E402
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     common.add_common_args(parser)
+    parser.add_argument("--run", type=Path, default=None,
+                        help="draw from this finished run instead of the game's Table 2 'ours' cell")
     args = parser.parse_args(argv)
     scale = common.scale_of(args)
     root = Path(args.root)
-    games = args.games or (["clean_up"] if scale.name == "paper" else list(scale.games))
-    for game in games:
-        run = common.table2_dir(root, game, "ours")
-        if not args.render_only:
+    if args.run is not None:
+        game = common.run_game(args.run)
+        runs = [(game, args.run)]
+    else:
+        games = args.games or (["clean_up"] if scale.name == "paper" else list(scale.games))
+        runs = [(game, common.table2_dir(root, game, "ours")) for game in games]
+    for game, run in runs:
+        if not args.render_only and args.run is None:
             table2.run_cell(scale, root, game, "ours", args.overrides)
         if not common.is_finished(run):
             raise SystemExit(f"fig3: {run} has no finished evaluation (run without --render-only)")

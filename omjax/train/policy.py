@@ -24,6 +24,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from omjax.options.menu import letter as menu_letter
 from omjax.train.update import PolicyOut
 
 # Logit given to letters outside the menu: finite, so masked slots never produce inf - inf.
@@ -60,6 +61,23 @@ def letter_token_ids(tokenizer: Any, letters: Sequence[str]) -> list[int]:
             raise ValueError(f"menu letter {letter!r} is {len(ids)} tokens in this tokenizer ({ids}); "
                              "letter mode needs one token per letter (use policy.decision_mode=sample)")
         out.append(int(ids[0]))
+    return out
+
+
+def single_token_letters(tokenizer: Any, n: int) -> list[str]:
+    """The first `n` menu letters (A .. Z, AA, AB, ...) that are one token as `" " + letter`:
+    the labels letter mode can score. Past Z a tokenizer lacks some two-letter tokens (SmolLM2:
+    18 of AA .. DZ), so menus longer than 26 entries take the next letter it has."""
+    out: list[str] = []
+    k = 0
+    while len(out) < n:
+        candidate = menu_letter(k)
+        if len(candidate) > 3:
+            raise ValueError(f"the tokenizer has only {len(out)} single-token menu letters up to ZZZ; "
+                             f"a menu of {n} entries cannot be scored in letter mode (use policy.decision_mode=sample)")
+        if len(tokenizer.encode(" " + candidate, add_special_tokens=False)) == 1:
+            out.append(candidate)
+        k += 1
     return out
 
 

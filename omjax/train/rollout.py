@@ -25,7 +25,7 @@ from omjax.models.inference import bucket
 from omjax.options.menu import MenuItem
 from omjax.prompts import Memory, format_reply, parse_reply, render_chat
 from omjax.train.games import Game
-from omjax.train.policy import LetterPolicy, SamplePolicy, letter_token_ids, pad_left, pow2_at_least
+from omjax.train.policy import LetterPolicy, SamplePolicy, letter_token_ids, pad_left, pow2_at_least, single_token_letters
 
 
 @dataclasses.dataclass
@@ -94,10 +94,22 @@ class Decider:
         self.policy, self.tokenizer, self.cfg = policy, tokenizer, cfg
         self.pad_id = int(tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0)
         self._letter_ids: dict[str, int] = {}
+        self._alphabet: list[str] = []
 
     def encode(self, text: str) -> list[int]:
         # The chat template already wrote every special token the model expects.
         return list(self.tokenizer.encode(text, add_special_tokens=False))
+
+    def labelled(self, menu: list[MenuItem]) -> list[MenuItem]:
+        """The menu as this policy shows it. Games letter entry k with `menu.letter(k)`; letter
+        mode needs every letter to be one token, so past Z entry k takes the tokenizer's k-th
+        single-token letter instead (`policy.single_token_letters`; A .. Z are unchanged)."""
+        if not isinstance(self.policy, LetterPolicy) or len(menu) <= 26:
+            return menu
+        if len(self._alphabet) < len(menu):
+            self._alphabet = single_token_letters(self.tokenizer, max(len(menu), 2 * len(self._alphabet)))
+        return [it if it.letter == self._alphabet[k] else dataclasses.replace(it, letter=self._alphabet[k])
+                for k, it in enumerate(menu)]
 
     def letter_ids(self, letters: list[str]) -> list[int]:
         missing = [l for l in letters if l not in self._letter_ids]
@@ -191,7 +203,7 @@ def collect(game: Game, decider: Decider, base: Any, bank: Any, n_rollouts: int,
         if len(pending):
             requests = []
             for k, i in pending:
-                menu = game.menu(int(k), int(i), letter_rngs[k][i])
+                menu = decider.labelled(game.menu(int(k), int(i), letter_rngs[k][i]))
                 if not menu:
                     raise RuntimeError(f"rollout {k}, agent {i}, step {t}: the menu is empty")
                 user = game.user_message(int(k), int(i), menu, memories[k][i])

@@ -163,3 +163,33 @@ def test_end_to_end_against_transformers_gguf_loader(ours):
     with torch.no_grad():
         ref = tm(torch.tensor([ids])).logits.numpy()
     assert np.abs(np.asarray(ours.logits(np.array([ids]))) - ref).max() < 1e-3
+
+
+def test_long_menus_take_single_token_letters_in_letter_mode(ours):
+    """SmolLM2 lacks single tokens for some two-letter letters (so a 60-entry menu lettered A ..
+    BH would fail in letter mode); the decider relabels entries past Z with the tokenizer's next
+    single-token letters, keeps A .. Z, and every label then has a token id to score."""
+    from omjax.config import PolicyConfig
+    from omjax.options.menu import MenuItem, letter
+    from omjax.train.policy import LetterPolicy, SamplePolicy, letter_token_ids, single_token_letters
+    from omjax.train.rollout import Decider
+
+    tok = ours.tokenizer
+    single = lambda s: len(tok.encode(" " + s, add_special_tokens=False)) == 1  # noqa: E731
+    plain = [letter(k) for k in range(60)]
+    assert not all(single(s) for s in plain)  # the failure this guards against
+    with pytest.raises(ValueError, match="one token"):
+        letter_token_ids(tok, plain)
+    alphabet = single_token_letters(tok, 60)
+    assert alphabet[:26] == plain[:26] and len(set(alphabet)) == 60 and all(single(s) for s in alphabet)
+    assert sorted(alphabet, key=lambda s: (len(s), s)) == alphabet  # spreadsheet order, gaps skipped
+
+    menu = [MenuItem(letter(k), k, f"opt{k}", None, f"option {k}") for k in range(60)]
+    letters = Decider(LetterPolicy(ours.family, ours.config, 2.0, 1.0), tok, PolicyConfig())
+    shown = letters.labelled(menu)
+    assert [it.letter for it in shown] == alphabet
+    assert [(it.index, it.opt, it.label) for it in shown] == [(it.index, it.opt, it.label) for it in menu]
+    assert len(set(letters.letter_ids([it.letter for it in shown]))) == 60
+    assert letters.labelled(menu[:26]) == menu[:26]
+    sampling = Decider(SamplePolicy(ours.family, ours.config, 2.0, 1.0, 8, [0], 0), tok, PolicyConfig())
+    assert sampling.labelled(menu) == menu  # replies are parsed as text: any letter works
