@@ -114,13 +114,29 @@ def parse_emission(reply: str, schema: Schema, instances: Sequence[Instance]) ->
     return Emission(None, "no_such_target", f"{name} has no instance at {target}")
 
 
-def render_vocabulary(schema: Schema) -> str:
-    """The action vocabulary shown instead of a menu: every option and its argument form."""
+OUTPUT_FORMAT = 'Output format: one JSON object on one line, nothing else, e.g.\n{"action": "wait", "args": {}}'
+"""The reply contract of the compound-JSON system messages (it replaces the two-line one)."""
+
+
+def render_vocabulary(schema: Schema, instances: Sequence[Instance] | None = None) -> str:
+    """The action vocabulary shown instead of a menu: every option and its argument form, then,
+    given the guardless `instances`, the cells of each target class they cover -- the
+    coordinates the state offers, with nothing about which actions are feasible on them."""
     lines = ['Reply with one JSON object, e.g. {"action": "<name>", "args": {"target": [x, y]}}.', "Actions:"]
     for spec in schema.options:
         args = '{"target": [x, y]}' if spec.target_class is not None else "{}"
         what = spec.label.format(target=f"<{spec.target_class}>" if spec.target_class else "").strip()
         lines.append(f'- "{spec.name}" args {args}: {what}')
+    if instances is not None:
+        cells: dict[str, list[tuple[int, int]]] = {}
+        for inst in instances:
+            cls = schema.options[inst.opt].target_class
+            if cls is not None and inst.target not in cells.setdefault(cls, []):
+                cells[cls].append(inst.target)
+        lines.append("Target cells (x, y):")
+        for cls in dict.fromkeys(s.target_class for s in schema.options if s.target_class is not None):
+            where = ", ".join(f"({x}, {y})" for x, y in cells.get(cls, [])) or "none"
+            lines.append(f"- <{cls}>: {where}")
     return "\n".join(lines)
 
 

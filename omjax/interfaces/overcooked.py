@@ -22,7 +22,7 @@ from omjax.config import EnvConfig
 from omjax.envs.overcooked.env import initial_state, transition
 from omjax.envs.overcooked.items import DIR_VEC, Item
 from omjax.envs.overcooked.layout import Terrain
-from omjax.interfaces.compound_json import Emission, EmissionTally, parse_emission, render_vocabulary
+from omjax.interfaces.compound_json import OUTPUT_FORMAT, Emission, EmissionTally, parse_emission, render_vocabulary
 from omjax.interfaces.native import native_action_set
 from omjax.options import menu as menu_mod
 from omjax.options.menu import MenuItem
@@ -55,10 +55,11 @@ def delivered_by_agent(layout, state, next_state) -> jax.Array:
     return inside & (cell == Terrain.SERVING) & (state.held >= Item.SOUP) & (next_state.held == Item.NONE)
 
 
-def _system_message(n_agents: int, delivery_reward: float, tail: str) -> str:
-    head, _, fmt = prompts.system_message(n_agents, delivery_reward).partition("The action menu only lists")
-    fmt = fmt.partition("\n\n")[2]
-    return f"{head}{tail}\n\n{fmt}"
+def _system_message(n_agents: int, delivery_reward: float, tail: str, fmt: str | None = None) -> str:
+    """The option-menu system message with its menu paragraph replaced by `tail` and, given
+    `fmt`, its two-line reply contract by `fmt`."""
+    head, _, two_lines = prompts.system_message(n_agents, delivery_reward).partition("The action menu only lists")
+    return f"{head}{tail}\n\n{fmt or two_lines.partition(chr(10) * 2)[2]}"
 
 
 class _OvercookedBase:
@@ -154,7 +155,7 @@ class CompoundOvercookedGame(_OvercookedBase):
     def __init__(self, layout: str, horizon: int):
         super().__init__(layout, horizon)
         lib = self.lib
-        self._system = _system_message(self.n_agents, self.delivery_reward, _COMPOUND_SYSTEM_TAIL)
+        self._system = _system_message(self.n_agents, self.delivery_reward, _COMPOUND_SYSTEM_TAIL, OUTPUT_FORMAT)
         # Every guardless instance, in construction order: the table replies are resolved in.
         self._menu = [
             MenuItem(letter=menu_mod.letter(k), index=k, opt=lib.schema.options[inst.opt].name,
@@ -196,7 +197,8 @@ class CompoundOvercookedGame(_OvercookedBase):
     def user_message(self, k: int, agent: int, menu: list[MenuItem], memory: Memory) -> str:
         text = super().user_message(k, agent, [], memory)
         head = text.partition("\n\nAction menu:")[0]
-        return f"{head}\n\n{render_vocabulary(self.lib.schema)}\n\nReply with the JSON object only."
+        vocabulary = render_vocabulary(self.lib.schema, self.lib.instances)
+        return f"{head}\n\n{vocabulary}\n\nReply with the JSON object only."
 
     def parse_choice(self, k: int, agent: int, menu: list[MenuItem], reply: str) -> int | None:
         """Menu position of the instance the reply names, or None (invalid: counted, falls back)."""

@@ -18,6 +18,7 @@ from omjax.envs.meltingpot.adapter import ORIENTATIONS, SymbolicState
 from omjax.envs.meltingpot.engine import Substrate
 from omjax.envs.meltingpot.layout import Layout
 from omjax.envs.meltingpot.text import observation_text, view_mask
+from omjax.interfaces.compound_json import OUTPUT_FORMAT
 from omjax.prompts.memory import Memory
 
 STATES = {
@@ -72,9 +73,7 @@ def system_message(game: str, n_agents: int, apple_reward: float = 1.0, interfac
             f"{_GOALS[game]} Each apple eaten scores +{apple_reward:g} for the team (shared with your "
             f"{others} teammate{'s' if others != 1 else ''}).\n\n")
     if interface == "compound_json":
-        return (f"{head}{COMPOUND_TAIL}\n\n"
-                "Output format: one JSON object on one line, nothing else, e.g.\n"
-                '{"action": "wait", "args": {}}')
+        return f"{head}{COMPOUND_TAIL}\n\n{OUTPUT_FORMAT}"
     if interface == "native":
         clean = "; fire clean shoots the cleaning beam ahead" if game == "cleanup" else ""
         menu = NATIVE_TAIL.format(clean=clean)

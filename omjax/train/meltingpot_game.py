@@ -300,7 +300,8 @@ class MeltingPotCompoundGame(MeltingPotOptionsGame):
                          label=label(schema, inst)) for j, inst in enumerate(insts)]
 
     def user_message(self, k: int, agent: int, menu: list[MenuItem], memory: Memory) -> str:
-        return self._user_message(k, agent, render_vocabulary(self.lib.schema), memory,
+        vocabulary = render_vocabulary(self.lib.schema, self._insts[(k, agent)])
+        return self._user_message(k, agent, vocabulary, memory,
                                   header="Actions you can write:", rule="Reply with the JSON object only.")
 
     def parse_choice(self, k: int, agent: int, menu: list[MenuItem], reply: str) -> int | None:

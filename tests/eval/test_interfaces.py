@@ -8,7 +8,7 @@ from omjax.interfaces.compound_json import (
     render_vocabulary,
 )
 from omjax.interfaces.native import native_action_set
-from omjax.options.menu import instantiate
+from omjax.options.menu import Instance, instantiate
 from omjax.options.schema import EFFECT_FAIL, SUCCESS, Effect, Feature, OptionSpec, Reason, Schema, Transition
 
 HELD = Feature("held", ("nothing", "onion", "dish"), private=True)
@@ -90,11 +90,18 @@ def test_emission_tally_counts_invalid_and_noop():
         tally.record(0, valid, None)
 
 
-def test_vocabulary_lists_every_option():
+def test_vocabulary_lists_every_option_and_the_target_cells():
     text = render_vocabulary(KITCHEN)
     for name in KITCHEN.option_names:
         assert f'"{name}"' in text
-    assert '"wait" args {}' in text
+    assert '"wait" args {}' in text and "Target cells" not in text
+    instances = [Instance(o, t) for o, spec in enumerate(KITCHEN.options) if spec.target_class
+                 for t in [(1, 2), (3, 4)]] + [Instance(o, None) for o, spec in enumerate(KITCHEN.options)
+                                               if spec.target_class is None]
+    cells = render_vocabulary(KITCHEN, instances).partition("Target cells (x, y):\n")[2].splitlines()
+    classes = list(dict.fromkeys(s.target_class for s in KITCHEN.options if s.target_class))
+    assert cells == [f"- <{c}>: (1, 2), (3, 4)" for c in classes]  # each class once, cells once
+    assert render_vocabulary(KITCHEN, []).endswith(f"- <{classes[-1]}>: none")
 
 
 def test_table2_cells_are_six_valid_configs():

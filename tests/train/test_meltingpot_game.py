@@ -176,13 +176,14 @@ def test_compound_json_resolves_replies_into_the_guardless_instances_and_counts_
         for a, menu in menus.items():  # the guardless instantiation, in construction order
             assert [(it.opt, it.target) for it in menu] == [
                 (game.lib.schema.options[i.opt].name, i.target) for i in mp.instances_for(game.lib, game.ctx, state, a)]
-        text = game.user_message(0, 0, menus[0], Memory(3, 10))
-        assert '"eat_apple" args {"target": [x, y]}' in text and "Reply with the JSON object only." in text
-        assert "Action menu:" not in text
         x0, y0 = state.pos[0]
         apple = min((it for it in menus[0] if it.opt == "eat_apple"),
                     key=lambda it: abs(it.target[0] - x0) + abs(it.target[1] - y0))  # ends within the horizon
         wait = next(pos for pos, it in enumerate(menus[0]) if it.opt == "wait")
+        text = game.user_message(0, 0, menus[0], Memory(3, 10))
+        assert '"eat_apple" args {"target": [x, y]}' in text and "Reply with the JSON object only." in text
+        assert "({}, {})".format(*apple.target) in text.partition("Target cells (x, y):")[2]
+        assert "Action menu:" not in text
         x, y = apple.target
         replies = {0: f'Sure: {{"action": "eat_apple", "args": {{"target": [{x}, {y}]}}}}',
                    1: "I will eat an apple.", 2: '{"action": "eat_apple", "args": {"target": [-5, -5]}}',
