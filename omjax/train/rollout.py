@@ -107,7 +107,7 @@ class Decider:
         if not isinstance(self.policy, LetterPolicy) or len(menu) <= 26:
             return menu
         if len(self._alphabet) < len(menu):
-            self._alphabet = single_token_letters(self.tokenizer, max(len(menu), 2 * len(self._alphabet)))
+            self._alphabet = single_token_letters(self.tokenizer, len(menu))
         return [it if it.letter == self._alphabet[k] else dataclasses.replace(it, letter=self._alphabet[k])
                 for k, it in enumerate(menu)]
 
