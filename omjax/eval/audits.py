@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+from matplotlib import colormaps
 from matplotlib.figure import Figure
 
 # ---------------------------------------------------------------------------------------------
@@ -177,12 +178,13 @@ def plot_visit_heatmaps(
     panel = 2.6 * max(1.0, width / max(height, 1)) ** 0.5
     fig = Figure(figsize=(panel * n_cols, panel * n_rows * height / max(width, 1) + 0.8))
     vmax = float(np.log1p(counts.max())) or 1.0
+    cmap = colormaps["viridis"].with_extremes(bad="0.75")  # walls grey, never-visited floor dark
     for a in range(n_agents):
         ax = fig.add_subplot(n_rows, n_cols, a + 1)
         image = np.log1p(counts[a])
         if walls is not None:
             image = np.ma.masked_array(image, mask=np.asarray(walls, dtype=bool))
-        ax.imshow(image, cmap="viridis", vmin=0.0, vmax=vmax, interpolation="nearest")
+        ax.imshow(image, cmap=cmap, vmin=0.0, vmax=vmax, interpolation="nearest")
         ax.set_title(f"a{a}: {int(counts[a].sum())} visits", fontsize=9)
         ax.set_xticks([])
         ax.set_yticks([])
