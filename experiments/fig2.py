@@ -7,7 +7,8 @@ Trains the full method on Harvest (the Table 2 "ours" cell), evaluates it and th
 the option menu ("frozen_menu") on episodes of `harvest_eval_horizon` steps, and plots the
 patches alive per step from their trajectories (`omjax audit patches`). Needs a Harvest rollout
 game registered with the engine whose `patches_alive()` the evaluation records. Writes
-`<root>/figures/fig2.png` (+ `.json`).
+`<root>/figures/fig2.png` (+ `.json`) and `<root>/figures/fig2_report.md` (both policies' team
+and per-agent returns, bootstrap CIs, Mann-Whitney U).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ import common  # noqa: E402
 
 from omjax.eval.ablations import TABLE2_CELLS  # noqa: E402
 from omjax.eval.audit_cli import audit_patches  # noqa: E402
+from omjax.eval.results import read_results, render_report  # noqa: E402
 
 GAME = "commons_harvest"
 
@@ -46,6 +48,8 @@ def main(argv: list[str] | None = None) -> int:
     out = root / "figures" / "fig2.png"
     summary = audit_patches({"frozen": frozen / "eval", "tuned": tuned / "eval"}, out, n_patches=None)
     out.with_suffix(".json").write_text(json.dumps(summary, indent=2) + "\n")
+    results = [r for run in (frozen, tuned) for r in read_results(run / "eval" / "eval.jsonl")]
+    common.write_text(root / "figures" / "fig2_report.md", render_report(results))
     print(f"wrote {out}: {summary}")
     return 0
 
