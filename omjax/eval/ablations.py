@@ -17,7 +17,7 @@ TABLE2_CELLS: dict[str, tuple[str, ...]] = {
     "frozen_menu": ("policy.action_interface=options", "train.train=false"),
     "native_magrpo": ("policy.action_interface=native", "train.train=true"),
     # Free generation needs the sampled reply; constrained letter scoring has nothing to parse.
-    # A full emission such as {"action": "put_onion_in_pot", "args": {"target": [3, 1]}} is 22-26
+    # A full emission such as {"action": "place_in_pot", "args": {"target": [4, 2]}} is 22-25
     # SmolLM2 tokens, so the default 24-token reply budget would truncate valid ones.
     "compound_json": ("policy.action_interface=compound_json", "policy.decision_mode=sample",
                       "policy.max_new_tokens=48", "train.train=true"),
