@@ -59,7 +59,8 @@ def _system_message(n_agents: int, delivery_reward: float, tail: str, fmt: str |
     """The option-menu system message with its menu paragraph replaced by `tail` and, given
     `fmt`, its two-line reply contract by `fmt`."""
     head, _, two_lines = prompts.system_message(n_agents, delivery_reward).partition("The action menu only lists")
-    return f"{head}{tail}\n\n{fmt or two_lines.partition(chr(10) * 2)[2]}"
+    fmt = fmt or two_lines.partition("\n\n")[2]
+    return f"{head}{tail}\n\n{fmt}"
 
 
 class _OvercookedBase:

@@ -52,6 +52,9 @@ def test_compound_game_executes_valid_json_and_counts_invalid_and_noop():
     menu = game.menu(0, 0, np.random.default_rng(0))
     prompt = game.user_message(0, 0, menu, Memory())
     assert '"pick_onion" args {"target": [x, y]}' in prompt and "Action menu:" not in prompt
+    assert "- <onion_dispenser>: (0, 1), (5, 1)" in prompt  # the cells a reply can name
+    system = game.system_message()
+    assert "one JSON object" in system and "choice: <single capital letter>" not in system
     # Agent 0 starts at (6, 2) on the right: the onion dispenser at (5, 1) is reachable.
     pick = game.parse_choice(0, 0, menu, 'Going for onions. {"action": "pick_onion", "args": {"target": [5, 1]}}')
     assert menu[pick].opt == "pick_onion" and menu[pick].target == (5, 1)
