@@ -171,3 +171,41 @@ class EmissionTally:
     def wasted(self) -> np.ndarray:
         """[A] emissions that did nothing useful: invalid plus no-op."""
         return self.invalid + self.noop
+
+
+class EmissionLedger:
+    """The reply bookkeeping every compound-JSON game shares: per-episode `EmissionTally`s and
+    the valid emissions awaiting the end of their execution."""
+
+    def reset_ledger(self, n_episodes: int, n_agents: int) -> None:
+        self.tallies = [EmissionTally.zeros(n_agents) for _ in range(n_episodes)]
+        self._pending: dict[tuple[int, int], Emission] = {}
+
+    def parse_reply(self, k: int, agent: int, reply: str, schema: Schema, instances: Sequence[Instance]) -> int | None:
+        """Index into `instances` of the instance the reply names, or None (an invalid emission:
+        counted now; the game falls back)."""
+        emission = parse_emission(reply, schema, instances)
+        if emission.instance is None:
+            self.tallies[k] = self.tallies[k].record(agent, emission, None)
+        else:
+            self._pending[(k, agent)] = emission
+        return emission.instance
+
+    def executed(self, k: int, agent: int, outcome: int) -> None:
+        """Count the pending emission of (k, agent), whose execution ended with `outcome`
+        (nothing pending: the fallback of an invalid emission, already counted)."""
+        emission = self._pending.pop((k, agent), None)
+        if emission is not None:
+            self.tallies[k] = self.tallies[k].record(agent, emission, outcome)
+
+    def pending(self) -> list[tuple[int, int]]:
+        """(episode, agent) of every valid emission still executing."""
+        return list(self._pending)
+
+    def invalid_counts(self) -> np.ndarray:
+        """int [K, A] invalid emissions per episode and agent."""
+        return np.stack([t.invalid for t in self.tallies])
+
+    def noop_counts(self) -> np.ndarray:
+        """int [K, A] emissions that executed without their promised effect."""
+        return np.stack([t.noop for t in self.tallies])

@@ -22,7 +22,7 @@ from omjax.config import EnvConfig
 from omjax.envs.overcooked.env import initial_state, transition
 from omjax.envs.overcooked.items import DIR_VEC, Item
 from omjax.envs.overcooked.layout import Terrain
-from omjax.interfaces.compound_json import OUTPUT_FORMAT, Emission, EmissionTally, parse_emission, render_vocabulary
+from omjax.interfaces.compound_json import OUTPUT_FORMAT, EmissionLedger, render_vocabulary
 from omjax.interfaces.native import native_action_set
 from omjax.options import menu as menu_mod
 from omjax.options.menu import MenuItem
@@ -150,7 +150,7 @@ class NativeOvercookedGame(_OvercookedBase):
         return self._count(np.asarray(sparse))
 
 
-class CompoundOvercookedGame(_OvercookedBase):
+class CompoundOvercookedGame(EmissionLedger, _OvercookedBase):
     """Free compound-JSON actions executed by the option executor, no feasibility filter."""
 
     def __init__(self, layout: str, horizon: int):
@@ -172,16 +172,14 @@ class CompoundOvercookedGame(_OvercookedBase):
 
         self._step = jax.jit(jax.vmap(one))
         self.execs = None
-        self.tallies: list[EmissionTally] = []
-        self._pending: dict[tuple[int, int], Emission] = {}
+        self.reset_ledger(0, self.n_agents)
 
     def reset(self, seeds: list[int]) -> None:
         k = len(seeds)
         self._reset_states(k)
         stack = lambda x: jnp.broadcast_to(x, (k,) + x.shape)  # noqa: E731
         self.execs = jax.tree.map(stack, self.lib.init_exec())
-        self.tallies = [EmissionTally.zeros(self.n_agents) for _ in range(k)]
-        self._pending = {}
+        self.reset_ledger(k, self.n_agents)
 
     def needs_decision(self) -> np.ndarray:
         return np.asarray(self.execs.inst) < 0
@@ -203,29 +201,17 @@ class CompoundOvercookedGame(_OvercookedBase):
 
     def parse_choice(self, k: int, agent: int, menu: list[MenuItem], reply: str) -> int | None:
         """Menu position of the instance the reply names, or None (invalid: counted, falls back)."""
-        emission = parse_emission(reply, self.lib.schema, self.lib.instances)
-        if emission.instance is None:
-            self.tallies[k] = self.tallies[k].record(agent, emission, None)
-            return None
-        self._pending[(k, agent)] = emission
-        return emission.instance
+        return self.parse_reply(k, agent, reply, self.lib.schema, self.lib.instances)
 
     def step(self, choices: np.ndarray) -> np.ndarray:
         self.states, self.execs, valid, outcome, sparse = self._step(
             self.states, self.execs, jnp.asarray(choices, jnp.int32))
         self._host = jax.tree.map(np.asarray, self.states)
         valid, outcome = np.asarray(valid), np.asarray(outcome)
-        for (k, agent) in [key for key in self._pending if valid[key]]:
-            self.tallies[k] = self.tallies[k].record(agent, self._pending.pop((k, agent)), int(outcome[k, agent]))
+        for k, agent in self.pending():
+            if valid[k, agent]:
+                self.executed(k, agent, int(outcome[k, agent]))
         return self._count(np.asarray(sparse))
-
-    def invalid_counts(self) -> np.ndarray:
-        """int [K, A] invalid emissions per episode and agent."""
-        return np.stack([t.invalid for t in self.tallies])
-
-    def noop_counts(self) -> np.ndarray:
-        """int [K, A] emissions that executed without their promised effect."""
-        return np.stack([t.noop for t in self.tallies])
 
 
 def _native(env: EnvConfig, n_rollouts: int) -> NativeOvercookedGame:

@@ -41,7 +41,7 @@ from omjax.envs.meltingpot.probes import Probes, probes_decisions, probes_init, 
 from omjax.envs.meltingpot.text import primitive_actions
 from omjax.envs.meltingpot.workers import EnvPool, WorkerCrash
 from omjax.options import meltingpot_common as mp
-from omjax.interfaces.compound_json import Emission, EmissionTally, parse_emission, render_vocabulary
+from omjax.interfaces.compound_json import EmissionLedger, render_vocabulary
 from omjax.options.menu import MenuItem, label, letter, render_menu
 from omjax.prompts import meltingpot as prompts
 from omjax.prompts.memory import Memory
@@ -269,7 +269,7 @@ class MeltingPotOptionsGame(MeltingPotGame):
         """Hook: agent's option in rollout k ended with `outcome` (SUCCESS, EFFECT_FAIL, ...)."""
 
 
-class MeltingPotCompoundGame(MeltingPotOptionsGame):
+class MeltingPotCompoundGame(EmissionLedger, MeltingPotOptionsGame):
     """Compound-JSON (Ablation D): the option vocabulary instead of a menu, free replies.
 
     The reply is parsed (`omjax.interfaces.compound_json.parse_emission`) into an instance of the
@@ -283,13 +283,11 @@ class MeltingPotCompoundGame(MeltingPotOptionsGame):
 
     def __init__(self, game: str, horizon: int, variant: str, reward_shaping: float = 0.0):
         super().__init__(game, horizon, variant, guards_path="", reward_shaping=reward_shaping)
-        self.tallies: list[EmissionTally] = []
-        self._pending: dict[tuple[int, int], Emission] = {}
+        self.reset_ledger(0, self.n_agents)
 
     def reset(self, seeds: list[int]) -> None:
         super().reset(seeds)
-        self.tallies = [EmissionTally.zeros(self.n_agents) for _ in seeds]
-        self._pending = {}
+        self.reset_ledger(len(seeds), self.n_agents)
 
     def menu(self, k: int, agent: int, rng: np.random.Generator) -> list[MenuItem]:
         """The guardless instances in construction order (never shown; replies resolve into it)."""
@@ -306,25 +304,10 @@ class MeltingPotCompoundGame(MeltingPotOptionsGame):
 
     def parse_choice(self, k: int, agent: int, menu: list[MenuItem], reply: str) -> int | None:
         """Menu position of the instance the reply names, or None (invalid: counted, falls back)."""
-        emission = parse_emission(reply, self.lib.schema, self._insts[(k, agent)])
-        if emission.instance is None:
-            self.tallies[k] = self.tallies[k].record(agent, emission, None)
-            return None
-        self._pending[(k, agent)] = emission
-        return emission.instance
+        return self.parse_reply(k, agent, reply, self.lib.schema, self._insts[(k, agent)])
 
     def _ended(self, k: int, agent: int, outcome: int) -> None:
-        emission = self._pending.pop((k, agent), None)
-        if emission is not None:  # None: the fallback `wait` of an invalid emission
-            self.tallies[k] = self.tallies[k].record(agent, emission, outcome)
-
-    def invalid_counts(self) -> np.ndarray:
-        """int [K, A] invalid emissions per episode and agent."""
-        return np.stack([t.invalid for t in self.tallies])
-
-    def noop_counts(self) -> np.ndarray:
-        """int [K, A] emissions that executed without their promised effect."""
-        return np.stack([t.noop for t in self.tallies])
+        self.executed(k, agent, outcome)
 
 
 class MeltingPotNativeGame(MeltingPotGame):

@@ -56,12 +56,17 @@ def letter_token_ids(tokenizer: Any, letters: Sequence[str]) -> list[int]:
     could not score it at a single position."""
     out = []
     for letter in letters:
-        ids = tokenizer.encode(" " + letter, add_special_tokens=False)
+        ids = _letter_ids(tokenizer, letter)
         if len(ids) != 1:
             raise ValueError(f"menu letter {letter!r} is {len(ids)} tokens in this tokenizer ({ids}); "
                              "letter mode needs one token per letter (use policy.decision_mode=sample)")
         out.append(int(ids[0]))
     return out
+
+
+def _letter_ids(tokenizer: Any, letter: str) -> list[int]:
+    """Token ids of a menu letter as it follows `choice:` in a reply."""
+    return tokenizer.encode(" " + letter, add_special_tokens=False)
 
 
 def single_token_letters(tokenizer: Any, n: int) -> list[str]:
@@ -75,7 +80,7 @@ def single_token_letters(tokenizer: Any, n: int) -> list[str]:
         if len(candidate) > 3:
             raise ValueError(f"the tokenizer has only {len(out)} single-token menu letters up to ZZZ; "
                              f"a menu of {n} entries cannot be scored in letter mode (use policy.decision_mode=sample)")
-        if len(tokenizer.encode(" " + candidate, add_special_tokens=False)) == 1:
+        if len(_letter_ids(tokenizer, candidate)) == 1:
             out.append(candidate)
         k += 1
     return out
