@@ -169,7 +169,11 @@ def load_policy(cfg, checkpoint: Path | None, which: str = "best"):
         return None, None
     finally:
         ckpt.close()
-    print(f"restored the {which} checkpoint of {checkpoint} (after round {meta.get('round')})")
+    if which == "best" and "adapters_of_round" in meta:
+        print(f"restored the best checkpoint of {checkpoint}: the adapters that collected round "
+              f"{meta['adapters_of_round']} (before its update)")
+    else:
+        print(f"restored the {which} checkpoint of {checkpoint} (after round {meta.get('round')})")
     return trainer, state.bank
 
 

@@ -1,8 +1,9 @@
 """Round checkpoints with orbax: adapters, optimizer state, RNG, round, metrics.
 
 `run_dir/checkpoints/<round>` holds the state after each round (the newest `keep` are kept);
-`run_dir/best/<round>` holds the single checkpoint with the highest training-time mean team
-return (the paper's checkpoint rule). orbax writes each checkpoint into a temporary directory and
+`run_dir/best/<round>` holds the adapters that earned the highest training-time mean team return
+(the paper's checkpoint rule): the state the round STARTED from, i.e. the adapters that collected
+that round's rollouts, saved before the round's update changed them. orbax writes each checkpoint into a temporary directory and
 renames it when complete, so a run killed mid-save leaves the previous checkpoint as the latest
 one; `latest_round` only ever sees finished checkpoints.
 """
@@ -47,27 +48,27 @@ class Checkpointer:
         self.latest = _manager(run_dir / "checkpoints", keep)
         self.best = _manager(run_dir / "best", 1)
 
-    def save(self, state: TrainState, meta: dict, is_best: bool) -> None:
-        """Write the state after round `state.round` (and as the best one when `is_best`)."""
-        step = int(state.round)
+    def save(self, state: TrainState, meta: dict, best: TrainState | None = None) -> None:
+        """Write the state after round `state.round`, and `best` (when given) as the best one."""
         args = ocp.args.Composite(state=ocp.args.StandardSave(state), meta=ocp.args.JsonSave(meta))
-        self.latest.save(step, args=args, force=True)
+        self.latest.save(int(state.round), args=args, force=True)
         self.latest.wait_until_finished()
-        if is_best:
-            args = ocp.args.Composite(state=ocp.args.StandardSave(state), meta=ocp.args.JsonSave(meta))
-            self.best.save(step, args=args, force=True)
+        if best is not None:
+            args = ocp.args.Composite(state=ocp.args.StandardSave(best), meta=ocp.args.JsonSave(meta))
+            self.best.save(int(best.round), args=args, force=True)
             self.best.wait_until_finished()
 
     def latest_round(self) -> int | None:
         return self.latest.latest_step()
 
-    def restore(self, template: TrainState, which: str = "latest") -> tuple[TrainState, dict]:
-        """The newest finished checkpoint (`which="latest"`) or the best one, restored into the
-        structure of `template` (a freshly initialised state of the same run config)."""
+    def restore(self, template: TrainState, which: str = "latest", step: int | None = None) -> tuple[TrainState, dict]:
+        """The newest finished checkpoint (`which="latest"`; `step` picks a kept older one) or the
+        best one, restored into the structure of `template` (a freshly initialised state of the
+        same run config)."""
         manager = self.latest if which == "latest" else self.best
-        step = manager.latest_step()
-        if step is None:
-            raise FileNotFoundError(f"no finished checkpoint under {manager.directory}")
+        step = manager.latest_step() if step is None else step
+        if step is None or step not in manager.all_steps():
+            raise FileNotFoundError(f"no finished checkpoint {'' if step is None else step} under {manager.directory}")
         abstract = jax.tree.map(ocp.utils.to_shape_dtype_struct, template)
         out = manager.restore(step, args=ocp.args.Composite(state=ocp.args.StandardRestore(abstract),
                                                             meta=ocp.args.JsonRestore()))

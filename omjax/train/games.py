@@ -62,6 +62,10 @@ class Game(Protocol):
         """Advance every episode one env step; choices int [K, A] instance indices (ignored for
         agents not deciding). Returns the team reward of each episode float [K]."""
 
+    def agent_returns(self) -> np.ndarray:
+        """float [K, A] task units (deliveries, apples) each agent has scored so far this episode:
+        what `deliveries_mean` counts, apart from any shaping bonus in the team reward."""
+
 
 # Progress bonuses of the shaped reward (the values of overcooked_ai_py's BASE_REW_SHAPING_PARAMS).
 ONION_IN_POT_BONUS = 3.0

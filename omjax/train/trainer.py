@@ -143,13 +143,18 @@ class Trainer:
             upd = summarize_update(metrics)
         t2 = time.time()
         mean_return = float(np.mean(batch.returns))
+        # Task units (deliveries, apples) counted by the game itself: the team return may carry a
+        # progress bonus (`env.reward_shaping`), which is not a delivery.
+        units = self.game.agent_returns().sum(axis=-1)  # [K]
         best = bool(np.float32(mean_return) > np.asarray(state.best_return))
         row = {
             "round": r,
             "team_returns": batch.returns.tolist(),
             "team_return_mean": mean_return,
             "team_return_std": float(np.std(batch.returns)),
-            "deliveries_mean": mean_return / self.game.delivery_reward if self.game.delivery_reward else None,
+            "deliveries": units.tolist(),
+            "deliveries_mean": float(np.mean(units)),
+            "shaping_bonus_mean": mean_return - float(np.mean(units)) * self.game.delivery_reward,
             "advantages": adv.tolist(),
             "zero_spread": zero,
             "updated": bool(will_update),
@@ -185,12 +190,14 @@ class Trainer:
                    unit="round", disable=not cfg.run.progress)
         try:
             for r in bar:
+                earned = state  # the adapters that collect this round's rollouts
                 state, row, batch = self.round(state)
                 if cfg.run.save_decisions:
                     write_jsonl_atomic(self.run_dir / "decisions" / f"round_{r:04d}.jsonl",
                                        [decision_record(d, r) for d in batch.decisions])
                 log.append(row)
-                ckpt.save(state, {"round": r + 1, "metrics": row}, is_best=row["best"])
+                best = earned.replace(best_return=state.best_return) if row["best"] else None
+                ckpt.save(state, {"round": r + 1, "adapters_of_round": r, "metrics": row}, best=best)
                 if (r + 1) % cfg.run.plot_every == 0 or r + 1 == cfg.train.rounds:
                     plot_learning_curve(log.rows, self.run_dir / "learning_curve.png",
                                         f"{cfg.env.game} {cfg.env.layout} / {cfg.model.name}")

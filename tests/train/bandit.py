@@ -24,6 +24,7 @@ class MenuBandit:
 
     def reset(self, seeds):
         self.k = len(seeds)
+        self.paid = np.zeros((self.k, self.n_agents))
 
     def needs_decision(self):
         return np.ones((self.k, self.n_agents), bool)
@@ -49,4 +50,9 @@ class MenuBandit:
             raise KeyboardInterrupt("simulated kill")
         if self.flat:
             return np.ones(self.k)
+        self.paid += np.asarray(choices) == PAY
         return (np.asarray(choices) == PAY).sum(axis=1).astype(np.float64)
+
+    def agent_returns(self):
+        """float [K, A] pays of each agent so far (a flat game pays no task unit)."""
+        return self.paid.copy()

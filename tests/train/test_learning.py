@@ -128,3 +128,29 @@ def test_top_layer_adapters_leave_lower_layers_bare(tiny_model, tmp_path):
     assert state.bank["layers"][0] == {} and set(state.bank["layers"][1]) == {"q", "v", "o", "up", "down"}
     state, row, _ = trainer.round(state)
     assert row["updated"] and row["ratio_first_step"] == [1.0] * N_AGENTS
+
+
+def test_best_checkpoint_holds_the_adapters_that_earned_the_best_return(tiny_model, tmp_path):
+    """The paper's rule: the best checkpoint is the bank that collected the best round's
+    rollouts (the state that round started from), not the bank after that round's update."""
+    from omjax.train.checkpoint import Checkpointer
+
+    trainer = Trainer(config(tmp_path, "train.rounds=4", "run.keep_checkpoints=5"), model=tiny_model,
+                      game=MenuBandit(N_AGENTS, 2))
+    rows = trainer.run()
+    best_round = int(np.argmax([r["team_return_mean"] for r in rows]))
+    assert [r["best"] for r in rows].index(True) == 0 and rows[best_round]["best"]
+    ckpt = Checkpointer(tmp_path, 5)
+    template = trainer.init_state()
+    best, meta = ckpt.restore(template, "best")
+    assert meta["adapters_of_round"] == best_round
+    # The state after round r-1 (saved as step r) started round r; round 0 started from the init.
+    started = ckpt.restore(template, step=best_round)[0] if best_round else template
+    after = ckpt.restore(template, step=best_round + 1)[0]
+    for a, b, c in zip(jax.tree.leaves(best.bank), jax.tree.leaves(started.bank), jax.tree.leaves(after.bank)):
+        np.testing.assert_array_equal(a, b)
+    assert any(not np.array_equal(a, c) for a, c in zip(jax.tree.leaves(best.bank), jax.tree.leaves(after.bank)))
+    assert float(best.best_return) == rows[best_round]["team_return_mean"]
+    ckpt.close()
+    # Task units are the game's own count (pays), apart from any shaping bonus.
+    assert all(r["deliveries_mean"] == r["team_return_mean"] and r["shaping_bonus_mean"] == 0 for r in rows)
