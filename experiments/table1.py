@@ -5,7 +5,9 @@
     python experiments/table1.py --cpu --render-only
 
 For each game and backbone: the frozen base is evaluated once from the config (it has no training
-seed), and the full method is trained and evaluated once per training seed. A cell is the mean ±
+seed) with native actions, as the paper's Table 1 frozen row is (frozen + native, Ablation C; the
+frozen base over the option menu is Table 2's "Frozen + option menu" row), and the full method is
+trained and evaluated once per training seed. A cell is the mean ±
 std over seeds of each run's mean team return on the held-out episodes. Writes `<root>/table1.md`.
 """
 
@@ -26,7 +28,7 @@ from omjax.eval.stats import table1_markdown  # noqa: E402
 def run_game(scale: common.Scale, root: Path, game: str, backbone: str, extra: list[str]) -> None:
     config = scale.config(game, backbone)
     frozen = common.table1_frozen_dir(root, game, backbone)
-    common.run_policy(config, [*scale.overrides, *TABLE2_CELLS["frozen_menu"], *extra], frozen,
+    common.run_policy(config, [*scale.overrides, *TABLE2_CELLS["frozen_native"], *extra], frozen,
                       scale.eval_episodes, label="frozen")
     for seed in scale.seeds:
         common.run_policy(config, [*scale.overrides, *TABLE2_CELLS["ours"], f"seed={seed}", *extra],

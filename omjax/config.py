@@ -66,6 +66,7 @@ class LoRAConfig:
 
 
 GAMES = ("overcooked", "cleanup", "harvest")
+LIBRARY_CHOICES = ("", "sampled", "lib_a", "lib_b")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -86,6 +87,12 @@ class EnvConfig:
     """Guard file (jsonl from `omjax guards`) that filters menus; empty uses the library's
     bundled guard set for the game."""
 
+    library: str = ""
+    """Option library: a candidate's name (`lib_a`, `lib_b`), `sampled` (one candidate drawn
+    deterministically from the training `seed`, as the paper samples a library per seed, §5.1;
+    the run's config.yaml and library.json record the draw), or empty: lib_a for Overcooked, the
+    library `env.layout` names for Melting Pot."""
+
     reward_shaping: float = 0.0
     """Weight of the Overcooked progress bonus added to the team reward (+3 onion in pot, +3
     dish picked up, +5 soup plated). The paper trains on deliveries alone (0); short CPU
@@ -93,6 +100,8 @@ class EnvConfig:
 
     def __post_init__(self) -> None:
         _check(self.reward_shaping >= 0, "env.reward_shaping", "must be >= 0")
+        _check(self.library in LIBRARY_CHOICES, "env.library",
+               f"must be one of {LIBRARY_CHOICES}, got {self.library!r}")
         _check(self.game in GAMES, "env.game", f"must be one of {GAMES}, got {self.game!r}")
         _check(self.horizon >= 1, "env.horizon", f"must be >= 1, got {self.horizon}")
         _check(self.n_agents >= 1, "env.n_agents", f"must be >= 1, got {self.n_agents}")

@@ -135,6 +135,9 @@ def _parser() -> argparse.ArgumentParser:
                       help="audit this trained run (its layout) instead of scripted policies")
     solo.add_argument("--which", choices=("best", "latest"), default="best")
     solo.add_argument("--seeds", default="10000-10004", help="held-out seeds for --checkpoint (LO-HI or list)")
+    solo.add_argument("--partner", choices=("absent", "still"), default="absent",
+                      help="with --checkpoint: alone = a one-player kitchen (absent) or the other bodies "
+                           "standing at their start poses (still)")
     solo.add_argument("--out", required=True, help="PNG path")
     return p
 
@@ -154,7 +157,8 @@ def audit_solo(layouts: list[str], policy_names: list[str], horizon: int, out: P
     return {layout: report.summary() for layout, report in reports.items()}
 
 
-def audit_solo_checkpoint(run_dir: Path, which: str, seeds: str, horizon: int, out: Path) -> dict:
+def audit_solo_checkpoint(run_dir: Path, which: str, seeds: str, horizon: int, out: Path,
+                          partner: str = "absent") -> dict:
     """§6.4 on a trained run: team vs each agent alone, on its own layout and held-out seeds."""
     from omjax.config import load_config
     from omjax.eval.cli import load_policy, parse_seeds
@@ -170,7 +174,7 @@ def audit_solo_checkpoint(run_dir: Path, which: str, seeds: str, horizon: int, o
     trainer, bank = load_policy(cfg, run_dir, which)
     if trainer is None:
         raise SystemExit(f"omjax audit solo: no {which} checkpoint in {run_dir}")
-    report = solo_test_policy(trainer, bank, seed_list)
+    report = solo_test_policy(trainer, bank, seed_list, partner)
     plot_solo_test({cfg.env.layout: report}, out, title=f"Solo test: {run_dir.name} ({horizon} steps)")
     return {cfg.env.layout: report.summary()}
 
@@ -193,7 +197,7 @@ def main(argv: list[str] | None = None) -> int:
         summary = audit_heatmap(eval_dir, out)
     elif args.checkpoint:
         out = Path(args.out)
-        summary = audit_solo_checkpoint(Path(args.checkpoint), args.which, args.seeds, args.horizon, out)
+        summary = audit_solo_checkpoint(Path(args.checkpoint), args.which, args.seeds, args.horizon, out, args.partner)
     else:
         out = Path(args.out)
         summary = audit_solo(args.layouts, args.policies, args.horizon, out)

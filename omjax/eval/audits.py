@@ -205,6 +205,9 @@ class SoloReport:
     """[E] team return per evaluation episode with every agent present."""
     solo: np.ndarray
     """[A, E] return of agent a playing alone, per evaluation episode."""
+    partner: str = "still"
+    """How the others are kept out of an agent's solo episode: `absent` (a one-player state of
+    the same layout) or `still` (their bodies stay at their start poses, never deciding)."""
 
     @property
     def solo_mean(self) -> np.ndarray:
@@ -226,6 +229,7 @@ class SoloReport:
             "solo_mean": [float(v) for v in self.solo_mean],
             "solo_capable": [bool(v) for v in self.solo_capable],
             "coordination_certified": self.coordination_certified,
+            "partner": self.partner,
         }
 
 
@@ -258,7 +262,7 @@ def plot_solo_test(reports: Mapping[str, SoloReport], path: str | Path, *, title
         values = [report.team.mean(), *report.solo_mean]
         ax.bar(labels, values, color=["tab:green"] + ["tab:gray"] * report.solo.shape[0])
         verdict = "coordination certified" if report.coordination_certified else "solo-solvable"
-        ax.set_title(f"{layout}\n({verdict})", fontsize=9)
+        ax.set_title(f"{layout}\n({verdict}; partner {report.partner} when alone)", fontsize=9)
         ax.set_ylabel("return per episode")
     fig.suptitle(title)
     fig.tight_layout()

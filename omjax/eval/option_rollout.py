@@ -16,14 +16,14 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 from omjax.envs.overcooked.env import initial_state
-from omjax.envs.overcooked.layout import Terrain
+from omjax.envs.overcooked.layout import Layout, Terrain, load_layout
 from omjax.eval.audits import SoloReport
 from omjax.eval.results import EpisodeResult, Trajectory
 from omjax.eval.scripted import OptionPolicy
@@ -117,10 +117,21 @@ def episode_result(episode: OptionEpisode, *, policy: str, layout: str, seed: in
     )
 
 
+def alone_layout(layout: str | Layout, agent: int) -> Layout:
+    """The layout with only `agent`'s start pose, facing and held item: a one-player kitchen."""
+    lay = load_layout(layout) if isinstance(layout, str) else layout
+    if not 0 <= agent < lay.num_agents:
+        raise ValueError(f"agent must be in [0, {lay.num_agents}) for layout {lay.name!r}, got {agent}")
+    keep = slice(agent, agent + 1)
+    return replace(lay, name=f"{lay.name}_alone{agent}", start_pos=lay.start_pos[keep],
+                               start_facing=lay.start_facing[keep], start_held=lay.start_held[keep])
+
+
 def solo_test_overcooked(
     layout: str, policies: Sequence[OptionPolicy], horizon: int, episodes: int = 1
 ) -> SoloReport:
-    """Team deliveries beside each agent's deliveries when it plays alone (§6.4).
+    """Team deliveries beside each agent's deliveries when it plays alone (§6.4), the partner
+    absent (a one-player state of the same layout, `alone_layout`).
 
     Scripted policies are deterministic and the layout's start state is fixed, so one episode per
     condition is exact for them; `episodes` repeats it for stochastic policies.
@@ -128,9 +139,8 @@ def solo_test_overcooked(
     lib = library(layout)
     n_agents = lib.num_agents
     team = np.array([play_episode(lib, policies, horizon).team_deliveries for _ in range(episodes)], float)
-    solo = np.array([
-        [play_episode(lib, policies, horizon, active=np.arange(n_agents) == a).team_deliveries
-         for _ in range(episodes)]
-        for a in range(n_agents)
-    ], float)
-    return SoloReport(team=team, solo=solo)
+    solo = np.zeros((n_agents, episodes))
+    for a in range(n_agents):
+        alone = OvercookedOptions(alone_layout(lib.layout, a), library=lib.library)
+        solo[a] = [play_episode(alone, [policies[a]], horizon).team_deliveries for _ in range(episodes)]
+    return SoloReport(team=team, solo=solo, partner="absent")

@@ -1,9 +1,12 @@
 """The §6.4 solo test of trained LLM policies: each agent alone in the kitchen, on held-out seeds.
 
-`solo_test_policy` plays every held-out seed once with the whole team and once per agent alone
-(the rollout engine's `OvercookedGame` with a mask of acting agents: the others stand still at
-their start pose and are never asked to decide), through the same engine, prompts and sampling
-as training, and returns a `SoloReport` in deliveries.
+`solo_test_policy` plays every held-out seed once with the whole team and once per agent alone,
+through the same engine, prompts and sampling as training, and returns a `SoloReport` in
+deliveries. Alone means the partner is ABSENT (`partner="absent"`, the default): the JAX engine
+is agent-count generic, so the agent plays a one-player state of the same layout
+(`alone_layout`: the same kitchen, only that agent's start pose) with its own adapter.
+`partner="still"` keeps the other bodies at their start poses, never deciding (they can block a
+corridor; the report says which variant ran).
 """
 
 from __future__ import annotations
@@ -14,23 +17,37 @@ import jax
 import numpy as np
 
 from omjax.eval.audits import SoloReport
+from omjax.eval.option_rollout import alone_layout
+from omjax.options.libraries import library_of
+from omjax.train.games import OvercookedGame, guards_file
+from omjax.train.rollout import collect
+
+PARTNER_MODES = ("absent", "still")
 
 
-def solo_test_policy(trainer, bank, seeds: Sequence[int]) -> SoloReport:
+def solo_test_policy(trainer, bank, seeds: Sequence[int], partner: str = "absent") -> SoloReport:
     """Team and per-agent-alone deliveries of the policy (`trainer`'s model and decider, `bank`'s
-    adapters) on every seed, in the trainer's Overcooked layout and horizon."""
-    from omjax.train.games import OvercookedGame, guards_file
-    from omjax.train.rollout import collect
-
+    adapters) on every seed, in the trainer's Overcooked layout, library and horizon."""
     env = trainer.cfg.env
     if env.game != "overcooked":
         raise ValueError(f"the solo test is defined for Overcooked layouts, not {env.game!r}")
-    n = env.n_agents
-    conditions = [np.ones(n, bool)] + [np.arange(n) == a for a in range(n)]
+    if partner not in PARTNER_MODES:
+        raise ValueError(f"partner must be one of {PARTNER_MODES}, got {partner!r}")
+    n, guards, lib = env.n_agents, guards_file(env), library_of(env)
+    n_adapters = jax.tree.leaves(bank)[0].shape[0]
+
+    def alone(a):
+        if partner == "still":
+            return OvercookedGame(env.layout, env.horizon, guards, active=np.arange(n) == a, library=lib), bank
+        # The lone agent is agent 0 of its one-player game: give it agent a's adapter.
+        own = jax.tree.map(lambda x: x[a:a + 1], bank) if n_adapters > 1 else bank
+        return OvercookedGame(alone_layout(env.layout, a), env.horizon, guards, library=lib), own
+
+    conditions = [(OvercookedGame(env.layout, env.horizon, guards, library=lib), bank)]
+    conditions += [alone(a) for a in range(n)]
     totals = np.zeros((len(conditions), len(seeds)))
-    for c, active in enumerate(conditions):
-        game = OvercookedGame(env.layout, env.horizon, guards_file(env), active=active)
+    for c, (game, adapters) in enumerate(conditions):
         for j, seed in enumerate(seeds):
-            batch = collect(game, trainer.decider, trainer.model.params, bank, 1, jax.random.PRNGKey(seed), seed, 0)
-            totals[c, j] = batch.returns[0] / game.delivery_reward
-    return SoloReport(team=totals[0], solo=totals[1:])
+            batch = collect(game, trainer.decider, trainer.model.params, adapters, 1, jax.random.PRNGKey(seed), seed, 0)
+            totals[c, j] = game.agent_returns()[0].sum()  # deliveries, whatever the reward shaping
+    return SoloReport(team=totals[0], solo=totals[1:], partner=partner)

@@ -231,7 +231,8 @@ def table1_markdown(
     """Table 1: rows backbone × {frozen, ours}, columns games, mean ± std over training seeds.
 
     `per_seed_means[(backbone, variant, game)]` holds one evaluation mean per training seed,
-    variant being "frozen" or "ours".
+    variant being "frozen" (the frozen base with native actions, the paper's Table 1 row) or
+    "ours".
     """
     for key in per_seed_means:
         if key[1] not in ("frozen", "ours"):
@@ -241,7 +242,7 @@ def table1_markdown(
     ours_rows: list[str] = []
     for backbone in backbones:
         for variant in ("frozen", "ours"):
-            label = f"{backbone} ({variant})"
+            label = f"{backbone} ({'frozen, native actions' if variant == 'frozen' else variant})"
             rows.append(label)
             if variant == "ours":
                 ours_rows.append(label)

@@ -25,6 +25,7 @@ from omjax.envs.overcooked.layout import Terrain
 from omjax.interfaces.compound_json import OUTPUT_FORMAT, EmissionLedger, render_vocabulary
 from omjax.interfaces.native import native_action_set
 from omjax.options import menu as menu_mod
+from omjax.options.libraries import guard_variant
 from omjax.options.menu import MenuItem
 from omjax.options.overcooked import library
 from omjax.prompts import overcooked as prompts
@@ -221,7 +222,8 @@ def _native(env: EnvConfig, n_rollouts: int) -> NativeOvercookedGame:
 
 
 def _compound(env: EnvConfig, n_rollouts: int) -> CompoundOvercookedGame:
-    game = CompoundOvercookedGame(env.layout, env.horizon)
+    # The compound-JSON vocabulary is the option library's (its instances and targets).
+    game = CompoundOvercookedGame(guard_variant(env), env.horizon)
     _check_agents(env, game.n_agents)
     return game
 

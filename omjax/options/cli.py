@@ -74,6 +74,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"omjax {command}: {err}", file=sys.stderr)
         return 2
     schema = lib.SCHEMA
+    # A game whose SCHEMA unites several candidate libraries names the options of each variant.
+    own = lib.library_options(variant) if hasattr(lib, "library_options") else None
     enable_compilation_cache()
 
     if command == "burnin":
@@ -83,7 +85,7 @@ def main(argv: list[str] | None = None) -> int:
         else:
             write_records_jsonl(args.out, table, schema)
         print(f"{len(table)} records in {secs:.2f} s -> {args.out}")
-        print(diagnose(table, schema).render())
+        print(diagnose(table, schema, options=own).render())
         return 0
 
     if command == "guards":
@@ -105,7 +107,7 @@ def main(argv: list[str] | None = None) -> int:
             return 1
         out = args.out or guard_path(args.game, variant)
         write_guards(out, guards)
-        print(diagnose(table, schema, config).render())
+        print(diagnose(table, schema, config, options=own).render())
         print(f"{len(table)} records (burn-in {secs:.2f} s), {len(guards)} guards "
               f"({sum(g.channel == 'explicit' for g in guards)} explicit) in {synth_secs:.3f} s -> {out}")
         print(json.dumps({"game": args.game, "variant": variant, "records": len(table),

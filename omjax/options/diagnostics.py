@@ -14,6 +14,7 @@ After a burn-in, three symptoms point at a defect in the Stage-1 schema rather t
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -72,10 +73,15 @@ class Diagnostics:
         return "\n".join(lines)
 
 
-def diagnose(table: RecordTable, schema: Schema, config: SynthesisConfig = SynthesisConfig()) -> Diagnostics:
+def diagnose(table: RecordTable, schema: Schema, config: SynthesisConfig = SynthesisConfig(),
+             options: Sequence[str] | None = None) -> Diagnostics:
+    """Per-option statistics of `table`; `options` restricts them to one candidate library's
+    options when `schema` is the union of several (the others could never have run)."""
     eligible = eligible_mask(table, schema, config)
     stats = []
     for o, spec in enumerate(schema.options):
+        if options is not None and spec.name not in options:
+            continue
         rows = table.opt == o
         out = table.outcome[rows]
         succ = out == SUCCESS
@@ -90,7 +96,8 @@ def diagnose(table: RecordTable, schema: Schema, config: SynthesisConfig = Synth
         stats=stats,
         always_explicit=[s.opt for s in stats if s.n and s.explicit_rate == 1.0],
         never_succeed=[s.opt for s in stats if s.n and s.success == 0],
-        never_succeed_eligible=[s.opt for o, s in enumerate(stats)
-                                if np.any(eligible & (table.opt == o)) and s.eligible_successes == 0],
+        never_succeed_eligible=[s.opt for s in stats
+                                if np.any(eligible & (table.opt == schema.option_index(s.opt)))
+                                and s.eligible_successes == 0],
         never_run=[s.opt for s in stats if s.n == 0],
         empty_delta=[s.opt for s in stats if s.empty_delta_successes])

@@ -1,10 +1,21 @@
-"""The Overcooked-AI option library, its executor, burn-in and menus (a `GameLibrary`).
+"""The Overcooked-AI option libraries, their executor, burn-in and menus (a `GameLibrary`).
 
-Options (target class in brackets; one menu instance per target of the class):
+Two candidate libraries, as two samples of the Stage-1 drafting prompt would give (paper §5.1,
+"the library is sampled per training seed"). Options (target class in brackets; one menu
+instance per target of the class):
 
-    pick_onion [onion dispenser]   pick_dish [dish dispenser]   place_in_pot [pot]
-    start_cooking [pot]            plate_soup [pot]              deliver [serving station]
-    drop_held [counter]            pick_from_counter [counter]   wait [no target]
+    both:   pick_onion [onion dispenser]   pick_dish [dish dispenser]   place_in_pot [pot]
+            start_cooking [pot]            plate_soup [pot]              deliver [serving station]
+            wait [no target]
+    lib_a:  drop_held [counter]            pick_from_counter [counter]
+    lib_b:  item-typed counter hand-offs, one option per item (a finer decomposition):
+            drop_onion / drop_dish / drop_soup [counter]
+            take_onion / take_dish / take_soup [counter]
+
+`SCHEMA` is their union (lib_a's options first, in lib_a's order, then lib_b's own), which
+records and guard files are read with; a library instantiates only its own options. Registry
+variants: a layout name is lib_a on that layout, `<layout>@lib_b` is lib_b on it (shipped guard
+file `overcooked_<layout>@lib_b.jsonl`, from `omjax guards --game overcooked --layout <layout>@lib_b`).
 
 Counters are the counter cells next to at least one floor cell (the ones anyone could ever use).
 Read set (guard-eligible, at initiation): `held` (none/onion/dish/soup), `tgt_pot_state`
@@ -53,8 +64,10 @@ from omjax.options.schema import (EFFECT_FAIL, EXPLICIT_BASE, SUCCESS, Effect, F
                                   Reason, Schema, Transition, compile_effects, effect_holds, effect_holds_jax)
 from omjax.options.synthesis import Guard
 
-VARIANTS = ("asymmetric_advantages", "forced_coordination", "cramped_room", "coordination_ring",
-            "counter_circuit")
+LAYOUTS = ("asymmetric_advantages", "forced_coordination", "cramped_room", "coordination_ring",
+           "counter_circuit")
+LIBRARY_SEP = "@"
+VARIANTS = LAYOUTS + tuple(f"{layout}{LIBRARY_SEP}lib_b" for layout in LAYOUTS)
 DEFAULT_EPISODES = (2000, 2000)
 HORIZON = 400  # the paper's Overcooked episode length
 
@@ -65,6 +78,20 @@ TGT_ONIONS = Feature("tgt_onions", tuple(str(n) for n in range(MAX_INGREDIENTS +
 PARTNER_ADJACENT = Feature("partner_adjacent", ("no", "yes"))
 
 _CARRY = ("onion", "dish", "soup")
+
+
+def _typed_counter_options(item: str) -> tuple[OptionSpec, OptionSpec]:
+    """lib_b's drop and take of one item kind on a counter."""
+    return (
+        OptionSpec(f"drop_{item}", "counter", f"put the held {item} down on counter @ {{target}}",
+                   Effect(private=Transition("held", from_=(item,), to=("none",)),
+                          shared=(Transition("tgt_item", from_=("none",), to=(item,)),)),
+                   (Reason.NothingHeld, Reason.NoPath)),
+        OptionSpec(f"take_{item}", "counter", f"take the {item} from counter @ {{target}}",
+                   Effect(private=Transition("held", from_=("none",), to=(item,)),
+                          shared=(Transition("tgt_item", from_=(item,), to=("none",)),)), (Reason.NoPath,)),
+    )
+
 
 SCHEMA = Schema(
     game="overcooked",
@@ -93,11 +120,41 @@ SCHEMA = Schema(
                    Effect(private=Transition("held", from_=("none",), to=_CARRY),
                           shared=(Transition("tgt_item", from_=_CARRY, to=("none",)),)), (Reason.NoPath,)),
         OptionSpec("wait", None, "wait", Effect()),
+        *(spec for item in _CARRY for spec in _typed_counter_options(item)),
     ),
     read_set=(HELD, TGT_POT_STATE, TGT_ITEM),
     effect_features=(HELD, TGT_POT_STATE, TGT_ONIONS, TGT_ITEM),
     transient=(PARTNER_ADJACENT,),
 )
+
+_SHARED = ("pick_onion", "pick_dish", "place_in_pot", "start_cooking", "plate_soup", "deliver", "wait")
+LIBRARIES: dict[str, tuple[str, ...]] = {
+    "lib_a": _SHARED[:6] + ("drop_held", "pick_from_counter", "wait"),
+    "lib_b": _SHARED + tuple(f"{verb}_{item}" for item in _CARRY for verb in ("drop", "take")),
+}
+"""Candidate library -> its option names (lib_a is the default: the shipped guard files of plain
+layout names)."""
+
+
+def split_variant(variant: str) -> tuple[str, str]:
+    """Registry variant -> (layout, library): `asymmetric_advantages` is lib_a on that layout,
+    `asymmetric_advantages@lib_b` is lib_b."""
+    layout, _, lib = variant.partition(LIBRARY_SEP)
+    lib = lib or "lib_a"
+    if lib not in LIBRARIES:
+        raise ValueError(f"unknown Overcooked option library {lib!r} in {variant!r}; libraries: {', '.join(LIBRARIES)}")
+    return layout, lib
+
+
+def variant_name(layout: str, lib: str) -> str:
+    """Inverse of `split_variant`."""
+    return layout if lib == "lib_a" else f"{layout}{LIBRARY_SEP}{lib}"
+
+
+def library_options(variant: str) -> tuple[str, ...]:
+    """Option names of the library a registry variant names (what its burn-in can run)."""
+    return LIBRARIES[split_variant(variant)[1]]
+
 
 TARGET_CLASSES = {"onion_dispenser": Terrain.ONION_DISPENSER, "dish_dispenser": Terrain.DISH_DISPENSER,
                   "pot": Terrain.POT, "serving": Terrain.SERVING, "counter": Terrain.COUNTER}
@@ -155,9 +212,13 @@ def pot_state_code(xp, layout: Layout, onions, tomatoes, tick):
 
 
 class OvercookedOptions:
-    """The option library instantiated on one static layout (all tables are NumPy constants)."""
+    """One candidate library (`LIBRARIES`) instantiated on one static layout (all tables are
+    NumPy constants; option indices are those of the union `SCHEMA`)."""
 
-    def __init__(self, layout: str | Layout, patience: int = 8, wait_steps: int = 1):
+    def __init__(self, layout: str | Layout, patience: int = 8, wait_steps: int = 1, library: str = "lib_a"):
+        if library not in LIBRARIES:
+            raise ValueError(f"unknown Overcooked option library {library!r}; libraries: {', '.join(LIBRARIES)}")
+        self.library = library
         self.layout = load_layout(layout) if isinstance(layout, str) else layout
         if self.layout.has_tomatoes:
             raise ValueError(f"layout {self.layout.name!r} has tomatoes; the option library is onion-only "
@@ -176,7 +237,9 @@ class OvercookedOptions:
             if terrain == Terrain.COUNTER:
                 cells = cells[next_to_floor[cells[:, 1], cells[:, 0]]]
             self.targets_by_class[cls] = [(int(x), int(y)) for x, y in cells]
-        self.instances = menu_mod.instantiate(SCHEMA, self.targets_by_class)
+        own = set(LIBRARIES[library])
+        self.instances = [i for i in menu_mod.instantiate(SCHEMA, self.targets_by_class)
+                          if SCHEMA.options[i.opt].name in own]
         cells = sorted({i.target for i in self.instances if i.target is not None})
         self.plans = plan_tables(lay, np.array(cells, np.int32))
         cell_index = {c: k for k, c in enumerate(cells)}
@@ -187,11 +250,11 @@ class OvercookedOptions:
         self.inst_pot = np.array([lay.pot_index[y, x] if x >= 0 else -1 for x, y in xy], np.int32)  # [I]
         self.inst_counter = np.array([x >= 0 and lay.grid[y, x] == Terrain.COUNTER for x, y in xy], bool)
         self.inst_wait = self.inst_opt == SCHEMA.option_index("wait")
-        self.inst_drop = self.inst_opt == SCHEMA.option_index("drop_held")
         allowed = np.zeros((len(SCHEMA.options), len(Reason)), bool)
         for o, spec in enumerate(SCHEMA.options):
             allowed[o, list(spec.reasons)] = True
         self.inst_reasons = allowed[self.inst_opt]  # [I, R]
+        self.inst_drop = self.inst_reasons[:, Reason.NothingHeld]  # [I] the drops: need a held item
         self.effects = compile_effects(SCHEMA)
 
     @property
@@ -358,9 +421,17 @@ class OvercookedOptions:
         return menu_mod.label(SCHEMA, self.instances[index])
 
 
+def library(layout: str, lib: str = "lib_a") -> OvercookedOptions:
+    """Library `lib` on `layout` (one shared object per pair); `layout` may also be a registry
+    variant (`<layout>@lib_b`)."""
+    if LIBRARY_SEP in layout:
+        layout, lib = split_variant(layout)
+    return _library(layout, lib)
+
+
 @functools.lru_cache(maxsize=None)
-def library(layout: str) -> OvercookedOptions:
-    return OvercookedOptions(layout)
+def _library(layout: str, lib: str) -> OvercookedOptions:
+    return OvercookedOptions(layout, library=lib)
 
 
 # ---------------------------------------------------------------------- burn-in (JAX)

@@ -27,6 +27,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from omjax.config import EnvConfig
+from omjax.options.libraries import guard_variant, library_of
 from omjax.options.menu import MenuItem
 from omjax.prompts.memory import Memory
 
@@ -93,13 +94,15 @@ class OvercookedGame:
     start pose and are never asked to decide (the solo test of §6.4 and the solo burn-in).
     """
 
-    def __init__(self, layout: str, horizon: int, guards_path: str, reward_shaping: float = 0.0,
-                 active: Sequence[bool] | None = None):
+    def __init__(self, layout, horizon: int, guards_path: str, reward_shaping: float = 0.0,
+                 active: Sequence[bool] | None = None, library: str = "lib_a"):
+        """`layout`: a layout name, or a `Layout` (e.g. the one-player kitchen of the solo test)."""
         from omjax.options import overcooked as oc
         from omjax.options.synthesis import read_guards
         from omjax.prompts import overcooked as prompts
 
-        self.lib = oc.library(layout)
+        self.lib = (oc.library(layout, library) if isinstance(layout, str)
+                    else oc.OvercookedOptions(layout, library=library))
         self.layout = self.lib.layout
         self.n_agents = self.lib.num_agents
         self.active = np.ones(self.n_agents, bool) if active is None else np.asarray(active, bool)
@@ -184,13 +187,13 @@ def register_game(game: str, interface: str, factory: Callable[[EnvConfig, int],
 
 def guards_file(env: EnvConfig, variant: str | None = None) -> str:
     """The guard file an options game's menus use: `env.guards`, "" for `none`, or the shipped
-    file of the game's layout / option library `variant` (default `env.layout`); a file that
-    does not exist is an error."""
+    file of registry variant `variant` (default: the layout and option library of `env`,
+    `omjax.options.libraries.guard_variant`); a file that does not exist is an error."""
     from omjax.options.registry import guard_path
 
     if env.guards == "none":
         return ""
-    variant = variant or env.layout
+    variant = variant or guard_variant(env)
     path = env.guards or guard_path(env.game, variant)
     if not os.path.exists(path):
         raise FileNotFoundError(
@@ -200,7 +203,7 @@ def guards_file(env: EnvConfig, variant: str | None = None) -> str:
 
 
 def _overcooked(env: EnvConfig, n_rollouts: int) -> Game:
-    game = OvercookedGame(env.layout, env.horizon, guards_file(env), env.reward_shaping)
+    game = OvercookedGame(env.layout, env.horizon, guards_file(env), env.reward_shaping, library=library_of(env))
     if game.n_agents != env.n_agents:
         raise ValueError(f"env.n_agents={env.n_agents} but layout {env.layout!r} has {game.n_agents} agents")
     return game

@@ -24,9 +24,9 @@ evaluation recorder reads after each step: `positions()`, `agent_returns()` (app
 `walls()` and, in Harvest only, `patches_alive()`. A worker that crashes fails the rollout with a
 `RolloutWorkerError` naming the episode seed.
 
-`env.layout` selects the option library: the substrate name (`clean_up`, `commons_harvest__open`)
-means the game's default library (`lib_a`); a library variant name (`lib_a`, `lib_b`) picks that
-one. `env.guards` works as for Overcooked (empty: the shipped guard file of the library, `none`:
+`env.library` (or, when it is empty, `env.layout`) selects the option library: the substrate
+name (`clean_up`, `commons_harvest__open`) means the game's default library (`lib_a`); a library
+name (`lib_a`, `lib_b`) picks that one (`omjax.options.libraries.library_of`). `env.guards` works as for Overcooked (empty: the shipped guard file of the library, `none`:
 the unfiltered menu). Importing this module registers the six games with `register_game`.
 """
 
@@ -41,13 +41,14 @@ from omjax.envs.meltingpot.probes import Probes, probes_decisions, probes_init, 
 from omjax.envs.meltingpot.text import primitive_actions
 from omjax.envs.meltingpot.workers import EnvPool, WorkerCrash
 from omjax.options import meltingpot_common as mp
+from omjax.options.libraries import MP_SUBSTRATES, library_of
 from omjax.interfaces.compound_json import EmissionLedger, render_vocabulary
 from omjax.options.menu import MenuItem, label, letter, render_menu
 from omjax.prompts import meltingpot as prompts
 from omjax.prompts.memory import Memory
 from omjax.train.games import guards_file, register_game
 
-SUBSTRATES = {"cleanup": "clean_up", "harvest": "commons_harvest__open"}
+SUBSTRATES = MP_SUBSTRATES
 """Config game name -> the Melting Pot substrate it plays (also accepted as `env.layout`)."""
 
 APPLE_REWARD = 1.0
@@ -71,18 +72,6 @@ def _library_module(game: str):
     from omjax.options import cleanup, harvest
 
     return {"cleanup": cleanup, "harvest": harvest}[game]
-
-
-def resolve_library(game: str, layout: str) -> str:
-    """The option-library variant `env.layout` names (see the module docstring)."""
-    variants = _library_module(game).VARIANTS
-    if layout in variants:
-        return layout
-    if layout == SUBSTRATES[game]:
-        return variants[0]
-    raise ValueError(f"env.layout={layout!r} for game {game!r}: expected the substrate name "
-                     f"{SUBSTRATES[game]!r} (default library {variants[0]}) or a library variant "
-                     f"({', '.join(variants)})")
 
 
 class MeltingPotGame:
@@ -370,7 +359,7 @@ _CLASSES = {("cleanup", "options"): CleanUpOptionsGame, ("harvest", "options"): 
 def build_game(env: EnvConfig, interface: str) -> MeltingPotGame:
     """The Melting Pot game of `env` under `interface` (`options`, `native` or `compound_json`)."""
     cls = _CLASSES[(env.game, interface)]
-    variant = resolve_library(env.game, env.layout)
+    variant = library_of(env)
     if interface == "options":
         game = cls(env.game, env.horizon, variant, guards_file(env, variant), env.reward_shaping)
     elif interface == "compound_json":

@@ -21,9 +21,10 @@ from tqdm.auto import tqdm
 
 from omjax.config import Config, dump_config
 from omjax.models import lora as lora_lib
+from omjax.options.libraries import library_record, resolve_library, write_library_record
 from omjax.train import grpo
 from omjax.train.checkpoint import Checkpointer, TrainState
-from omjax.train.games import make_game
+from omjax.train.games import guards_file, make_game
 from omjax.train.metrics import MetricsLog, plot_learning_curve, write_jsonl_atomic
 from omjax.train.policy import LetterPolicy, SamplePolicy
 from omjax.train.rollout import Decider, RolloutBatch, collect, decision_record, update_inputs
@@ -84,7 +85,9 @@ class Trainer:
         config names; passing them lets tests and notebooks reuse a loaded backbone."""
         from omjax.models import load
 
-        self.cfg = cfg
+        # A library sampled per seed becomes concrete here, so config.yaml names it for eval.
+        self.library_sampled = cfg.env.library == "sampled"
+        self.cfg = cfg = resolve_library(cfg)
         self.run_dir = Path(run_dir or cfg.run.out_dir)
         dtype = jnp.float32 if cfg.model.dtype == "float32" else jnp.bfloat16
         self.model = model if model is not None else load(cfg.model.name, dtype=dtype)
@@ -183,6 +186,9 @@ class Trainer:
                 raise FileNotFoundError(f"--resume: no finished checkpoint in {self.run_dir / 'checkpoints'}")
             state, _ = ckpt.restore(state)
         dump_config(cfg, self.run_dir / "config.yaml")
+        if cfg.policy.action_interface != "native":  # native actions use no option library
+            guards = guards_file(cfg.env) if cfg.policy.action_interface == "options" else ""
+            write_library_record(self.run_dir, library_record(cfg, self.library_sampled, guards))
         log = MetricsLog(self.run_dir, start_round=int(state.round))
         (self.run_dir / "decisions").mkdir(exist_ok=True)
         start = int(state.round)

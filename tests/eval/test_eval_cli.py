@@ -63,3 +63,28 @@ def test_eval_reports_bad_arguments(tmp_path, capsys):
     assert "not a run directory" in capsys.readouterr().err
     assert main(["eval", "--checkpoint", str(tmp_path), "--episodes", "3", "--seeds", "10000-10001"]) == 2
     assert "names 2 seeds" in capsys.readouterr().err
+
+
+def test_sampled_library_is_recorded_and_evaluated(tiny_model_dir, tmp_path):
+    """`env.library=sampled` draws from the training seed; the run records the draw and its
+    guard file, and `omjax eval` of the run plays that same library."""
+    from omjax.config import load_config
+    from omjax.options import overcooked as oc
+    from omjax.options.libraries import sample_library
+    from omjax.train.trainer import Trainer
+
+    seed = next(s for s in range(20) if sample_library("overcooked", s) == "lib_b")
+    run = tmp_path / "sampled_run"
+    overrides = [*SMALL, "policy.action_interface=options", "env.library=sampled", f"seed={seed}",
+                 f"model.name={tiny_model_dir}", "train.train=false"]
+    trainer = Trainer(load_config(None, [*overrides, f"run.out_dir={run}"]))
+    assert trainer.game.lib.library == "lib_b"
+    trainer.run()
+    record = json.loads((run / "library.json").read_text())
+    assert record["library"] == "lib_b" and record["sampled_from_seed"] == seed
+    assert record["guards"].endswith("overcooked_asymmetric_advantages@lib_b.jsonl")
+    assert load_config(run / "config.yaml").env.library == "lib_b"
+    assert main(["eval", "--checkpoint", str(run), "--which", "latest", "--seeds", "10000", "--quiet"]) == 0
+    decisions = [json.loads(line) for line in (run / "eval" / "decisions" / "seed10000.jsonl").read_text().splitlines()]
+    shown = {it["option"] for d in decisions for it in d["menu"]}
+    assert decisions and shown <= set(oc.LIBRARIES["lib_b"]) and "drop_held" not in shown

@@ -43,3 +43,34 @@ def test_audit_solo_on_a_checkpoint(tiny_model_dir, tmp_path):
                  "--out", str(out)]) == 0
     summary = json.loads(out.with_suffix(".json").read_text())["asymmetric_advantages"]
     assert len(summary["solo_mean"]) == 2 and out.is_file()
+
+
+def test_alone_layout_is_a_one_player_kitchen_that_plays():
+    from omjax.eval.option_rollout import alone_layout
+
+    full = OvercookedGame("forced_coordination", 4, "")
+    alone = alone_layout("forced_coordination", 1)
+    assert alone.num_agents == 1 and (alone.grid == full.layout.grid).all()
+    np.testing.assert_array_equal(alone.start_pos[0], full.layout.start_pos[1])
+    game = OvercookedGame(alone, 4, guards_file(EnvConfig(layout="forced_coordination")))
+    game.reset([10_000])
+    menu = game.menu(0, 0, np.random.default_rng(0))
+    onion = next(item for item in menu if item.opt == "pick_onion")
+    for _ in range(4):
+        game.step(np.array([[onion.index]]))
+    assert game.needs_decision().shape == (1, 1) and game.agent_returns().shape == (1, 1)
+    with pytest.raises(ValueError, match="agent must be in"):
+        alone_layout("forced_coordination", 2)
+
+
+def test_scripted_solo_test_with_the_partner_absent():
+    """§6.4 with scripted cooks: Asymmetric Advantages is solo-solvable, Forced Coordination is not,
+    with no partner body in the kitchen."""
+    from omjax.eval.option_rollout import solo_test_overcooked
+    from omjax.eval.scripted import POLICIES
+
+    cook = POLICIES["cook"]
+    aa = solo_test_overcooked("asymmetric_advantages", [cook, cook], 150)
+    fc = solo_test_overcooked("forced_coordination", [cook, cook], 150)
+    assert aa.partner == fc.partner == "absent" and aa.summary()["partner"] == "absent"
+    assert aa.solo_capable.any() and not fc.solo_capable.any()

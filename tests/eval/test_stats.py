@@ -165,10 +165,10 @@ def test_table1_layout_and_bold_rows():
     md = table1_markdown(data, ["Qwen3-4B", "SmolLM2-135M"], games)
     lines = md.strip().splitlines()
     assert lines[0] == "| Base model | Cleanup (apples) | Overcooked AA (deliveries) |"
-    assert lines[2] == "| Qwen3-4B (frozen) | 0.00 ± 0.00 | 0.00 ± 0.00 |"
+    assert lines[2] == "| Qwen3-4B (frozen, native actions) | 0.00 ± 0.00 | 0.00 ± 0.00 |"
     assert lines[3] == "| Qwen3-4B (ours) | **90.00 ± 7.91** | **6.20 ± 0.84** |"
     # A backbone with no runs yet keeps its rows, with a dash per cell.
-    assert lines[4] == "| SmolLM2-135M (frozen) | – | – |"
+    assert lines[4] == "| SmolLM2-135M (frozen, native actions) | – | – |"
     assert len(lines) == 2 + 4
     with pytest.raises(ValueError, match="variant"):
         table1_markdown({("Qwen3-4B", "tuned", "clean_up"): [1.0]}, ["Qwen3-4B"], games)

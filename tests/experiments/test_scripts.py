@@ -50,7 +50,9 @@ def test_table1_fig1_fig3(tiny_model_dir, tmp_path):
     common = ["--cpu", "--root", str(tmp_path), "--episodes", "1", *tiny(tiny_model_dir)]
     assert table1.main(common) == 0
     table = (tmp_path / "table1.md").read_text()
-    assert "| smollm2 (frozen) |" in table and "| smollm2 (ours) |" in table
+    assert "| smollm2 (frozen, native actions) |" in table and "| smollm2 (ours) |" in table
+    frozen = tmp_path / "table1" / "overcooked_aa" / "smollm2" / "frozen" / "eval" / "eval.jsonl"
+    assert json.loads(frozen.read_text().splitlines()[0])["interface"] == "native"
     assert fig1.main(common) == 0
     summary = json.loads((tmp_path / "figures" / "fig1.json").read_text())
     assert len(summary["shares"]) == 2

@@ -113,7 +113,7 @@ def test_burnin_records_and_certificate(aa_table):
     assert (t.aid[solo] == t.ep[solo] % 2).all()
     guards = synthesize(t, oc.SCHEMA)
     assert certificate_violations(guards, t, oc.SCHEMA) == 0
-    d = diagnose(t, oc.SCHEMA)
+    d = diagnose(t, oc.SCHEMA, options=oc.LIBRARIES["lib_a"])
     assert d.clean, d.render()
     # Delta form: a pick_onion while already holding an onion is never a success (defect 1).
     pick = (t.opt == oc.SCHEMA.option_index("pick_onion")) & (t.features[:, 0] == oc.HELD.code("onion"))
@@ -148,7 +148,7 @@ def test_diagnostics_expose_nearest_only_instantiation(lib, aa_table):
     d = diagnose(defective, oc.SCHEMA)
     assert d.always_explicit == ["deliver"]
     assert "deliver" in d.never_succeed
-    assert diagnose(t, oc.SCHEMA).always_explicit == []
+    assert diagnose(t, oc.SCHEMA, options=oc.LIBRARIES["lib_a"]).always_explicit == []
 
 
 def _with(state: State, **kw) -> State:
