@@ -121,6 +121,7 @@ def _episode_result(cfg, label, seed, batch, recorder, game) -> EpisodeResult:
         parse_failures=tuple(int(v) for v in batch.parse_failures()),
         invalid_actions=tuple(int(v) for v in invalid),
         macro_counts=tuple(macro), primitive_counts=tuple(primitive),
+        agent_cleaned=tuple(int(v) for v in game.probes(0).cleaned) if cfg.env.game == "cleanup" else (),
     )
 
 

@@ -51,12 +51,16 @@ class EpisodeResult:
     """[A] option (macro) name -> how often the agent chose it."""
     primitive_counts: tuple[dict[str, int], ...]
     """[A] primitive action name -> how often the agent executed it."""
+    agent_cleaned: tuple[int, ...] = ()
+    """[A] dirt cells each agent cleaned (Cleanup; empty in other games). With `agent_returns`
+    (apples eaten) it is the cleaner/eater split of the roles audit (§6.3)."""
 
     def __post_init__(self) -> None:
         n = len(self.agent_returns)
         if n < 1:
             raise ValueError("an episode result needs at least one agent")
-        for name in ("llm_calls", "parse_failures", "invalid_actions", "macro_counts", "primitive_counts"):
+        sized = ["llm_calls", "parse_failures", "invalid_actions", "macro_counts", "primitive_counts"]
+        for name in sized + (["agent_cleaned"] if self.agent_cleaned else []):
             if len(getattr(self, name)) != n:
                 raise ValueError(f"{name} has {len(getattr(self, name))} entries but there are {n} agents")
         if self.env_steps < 1:
@@ -85,11 +89,13 @@ class EpisodeResult:
     @classmethod
     def from_dict(cls, data: Mapping) -> EpisodeResult:
         names = {f.name for f in dataclasses.fields(cls)}
-        missing = sorted(names - set(data))
+        required = {f.name for f in dataclasses.fields(cls) if f.default is dataclasses.MISSING}
+        missing = sorted(required - set(data))
         unknown = sorted(set(data) - names)
         if missing or unknown:
             raise ValueError(f"episode result fields: missing {missing}, unknown {unknown}")
-        tuples = ("agent_returns", "llm_calls", "parse_failures", "invalid_actions", "macro_counts", "primitive_counts")
+        tuples = ("agent_returns", "llm_calls", "parse_failures", "invalid_actions", "macro_counts", "primitive_counts",
+                  "agent_cleaned")
         return cls(**{k: tuple(v) if k in tuples else v for k, v in data.items()})
 
 
@@ -179,6 +185,14 @@ def render_report(results: Sequence[EpisodeResult], *, seed: int = 0, digits: in
             calls = np.mean([e.llm_calls[a] for e in episodes])
             lines.append(f"| a{a} | {mean:.{digits}f} ± {std:.{digits}f} | {calls:.1f} |")
         lines.append("")
+        if all(e.agent_cleaned for e in episodes):
+            cleaned = np.array([e.agent_cleaned for e in episodes], float)  # [E, A]
+            lines += ["Cleanup roles (per episode, mean ± std):", "",
+                      "| agent | dirt cleaned | apples eaten |", "|---|---|---|"]
+            for a in range(n_agents):
+                lines.append(f"| a{a} | {format_mean_std(cleaned[:, a], digits=digits)} | "
+                             f"{format_mean_std(per_agent[:, a], digits=digits)} |")
+            lines.append("")
         lines += _share_table("Macro choices (share of each agent's decisions):", episodes, "macro_counts")
         lines += _share_table("Primitive actions (share of each agent's env steps):", episodes, "primitive_counts")
     if len(groups) > 1:

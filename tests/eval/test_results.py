@@ -53,3 +53,23 @@ def test_report_has_ci_shares_and_pairwise_test():
     assert "| a1 | 0.0% | 0.0% | 100.0% |" in report
     test = mann_whitney([e.team_return for e in ours], [0.0] * 8)
     assert f"| ours | frozen | {test.u:.1f} | 1.000 | {test.p_value:.3g} |" in report
+
+
+def test_cleanup_roles_in_eval_jsonl_and_report(tmp_path):
+    import dataclasses
+    import json
+
+    episodes = [dataclasses.replace(_episode("ours", 10_000 + k, 5.0, [0.0, 5.0], [10, 10]), game="cleanup",
+                                    layout="clean_up", agent_cleaned=(12 + k, 0)) for k in range(2)]
+    path = write_results(tmp_path / "eval.jsonl", episodes)
+    assert read_results(path) == episodes and json.loads(path.read_text().splitlines()[0])["agent_cleaned"] == [12, 0]
+    report = render_report(episodes)
+    assert "| agent | dirt cleaned | apples eaten |" in report
+    assert "| a0 | 12.50 ± 0.71 | 0.00 ± 0.00 |" in report and "| a1 | 0.00 ± 0.00 | 5.00 ± 0.00 |" in report
+    # Lines written before the field existed still read (no cleaning recorded).
+    old = json.loads(path.read_text().splitlines()[0])
+    del old["agent_cleaned"]
+    (tmp_path / "old.jsonl").write_text(json.dumps(old) + "\n")
+    assert read_results(tmp_path / "old.jsonl")[0].agent_cleaned == ()
+    with pytest.raises(ValueError, match="agent_cleaned has 1 entries"):
+        dataclasses.replace(episodes[0], agent_cleaned=(1,))
