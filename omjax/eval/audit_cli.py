@@ -3,6 +3,7 @@
     omjax audit macro    --eval runs/x/eval [--out fig1.png]          # Fig. 1 from eval.jsonl
     omjax audit patches  --eval frozen=runs/f/eval tuned=runs/t/eval  # Fig. 2 from trajectories
     omjax audit heatmap  --eval runs/x/eval [--out fig3.png]          # Fig. 3 from trajectories
+    omjax audit fireclean --eval runs/native_cleanup/eval              # §4: fire_clean after a turn?
     omjax audit solo     --policies cook idle --out solo.png           # §6.4 solo test + FC control
     omjax audit solo     --checkpoint runs/x --seeds 10000-10004 --out solo.png   # trained agents
 
@@ -22,8 +23,10 @@ from pathlib import Path
 import numpy as np
 
 from omjax.eval.audits import (
+    fire_clean_audit,
     macro_counts,
     patch_survival,
+    plot_fire_clean_audit,
     plot_macro_histogram,
     plot_patch_survival,
     plot_solo_test,
@@ -32,6 +35,7 @@ from omjax.eval.audits import (
 )
 from omjax.eval.results import Trajectory, read_results
 from omjax.eval.scripted import POLICIES
+from omjax.train.metrics import read_jsonl
 
 
 def _eval_dir(path: str) -> Path:
@@ -113,6 +117,20 @@ def audit_heatmap(eval_dir: Path, out: Path) -> dict:
     }
 
 
+def audit_fire_clean(eval_dir: Path, out: Path) -> dict:
+    """§4: over a native Cleanup evaluation's decisions, fire_clean preceded by a turn."""
+    results = read_results(eval_dir / "eval.jsonl")
+    if any(r.game != "cleanup" or r.interface != "native" for r in results):
+        raise SystemExit(f"omjax audit fireclean: {eval_dir} is not a native-action Cleanup evaluation")
+    records = []
+    for r in results:
+        path = eval_dir / "decisions" / f"seed{r.seed}.jsonl"
+        records += [{**d, "episode": r.seed} for d in read_jsonl(path)]
+    audit = fire_clean_audit(records, results[0].n_agents)
+    plot_fire_clean_audit(audit, out, title=f"Native Cleanup: {results[0].policy}, {len(results)} episodes")
+    return audit.summary()
+
+
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="omjax audit", description=__doc__.split("\n")[0])
     sub = p.add_subparsers(dest="kind", required=True)
@@ -123,6 +141,9 @@ def _parser() -> argparse.ArgumentParser:
     patches.add_argument("--eval", nargs="+", required=True, help="LABEL=eval_dir per policy")
     patches.add_argument("--out", required=True, help="PNG path")
     patches.add_argument("--n-patches", type=int, default=6, help="y-axis ceiling (paper: 6 patches)")
+    fire = sub.add_parser("fireclean", help="§4: native Cleanup fire_clean preceded by a turn, action shares")
+    fire.add_argument("--eval", required=True, help="eval directory of a native-action Cleanup policy")
+    fire.add_argument("--out", default=None, help="PNG path (default: <eval>/audit_fireclean.png)")
     heatmap = sub.add_parser("heatmap", help="Fig. 3: per-agent visit heatmaps")
     heatmap.add_argument("--eval", required=True, help="eval directory (or its eval.jsonl)")
     heatmap.add_argument("--out", default=None, help="PNG path (default: <eval>/audit_heatmap.png)")
@@ -191,6 +212,10 @@ def main(argv: list[str] | None = None) -> int:
     elif args.kind == "patches":
         out = Path(args.out)
         summary = audit_patches(_labelled(args.eval), out, args.n_patches)
+    elif args.kind == "fireclean":
+        eval_dir = _eval_dir(args.eval)
+        out = Path(args.out or eval_dir / "audit_fireclean.png")
+        summary = audit_fire_clean(eval_dir, out)
     elif args.kind == "heatmap":
         eval_dir = _eval_dir(args.eval)
         out = Path(args.out or eval_dir / "audit_heatmap.png")

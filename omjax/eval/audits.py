@@ -251,6 +251,78 @@ def solo_test(
     return SoloReport(team=team, solo=solo)
 
 
+# ---------------------------------------------------------------------------------------------
+# §4: does a native-action agent ever turn before it fires the cleaning beam?
+
+TURNS = ("turn left", "turn right")
+FIRE_CLEAN = "fire clean"
+
+
+@dataclass(frozen=True)
+class FireCleanAudit:
+    """The §4 spatial-hallucination audit of native Cleanup decisions."""
+
+    fire_clean: np.ndarray
+    """[A] fire_clean actions of each agent."""
+    after_turn: np.ndarray
+    """[A] of those, the ones whose agent's previous action in the episode was a turn."""
+    counts: dict[str, int]
+    """Primitive action -> how often it was chosen (all agents, all episodes)."""
+
+    def summary(self) -> dict:
+        total = max(sum(self.counts.values()), 1)
+        return {"fire_clean": self.fire_clean.tolist(), "fire_clean_after_turn": self.after_turn.tolist(),
+                "decisions": sum(self.counts.values()),
+                "shares": {name: n / total for name, n in self.counts.items()}}
+
+
+def _action_name(name: str) -> str:
+    return str(name).replace("_", " ").lower()
+
+
+def fire_clean_audit(records: Iterable[Mapping], n_agents: int) -> FireCleanAudit:
+    """Count fire_clean actions preceded by a turn of the same agent (§4: never, for the frozen
+    base). `records` are per-decision dicts with "episode", "agent", "step" and "option" (the
+    primitive's name, e.g. `turn left`, `fire clean`; underscores are read as spaces)."""
+    by_agent: dict[tuple, list[tuple[int, str]]] = {}
+    counts: dict[str, int] = {}
+    for k, r in enumerate(records):
+        missing = [key for key in ("episode", "agent", "step", "option") if key not in r]
+        if missing:
+            raise ValueError(f"decision record {k} lacks {missing}: {dict(r)}")
+        agent = int(r["agent"])
+        if not 0 <= agent < n_agents:
+            raise ValueError(f"decision record {k} has agent {agent}, outside 0..{n_agents - 1}")
+        name = _action_name(r["option"])
+        counts[name] = counts.get(name, 0) + 1
+        by_agent.setdefault((r["episode"], agent), []).append((int(r["step"]), name))
+    fire = np.zeros(n_agents, np.int64)
+    after = np.zeros(n_agents, np.int64)
+    for (_, agent), seq in by_agent.items():
+        names = [name for _, name in sorted(seq)]
+        for prev, name in zip([None, *names[:-1]], names):
+            if name == FIRE_CLEAN:
+                fire[agent] += 1
+                after[agent] += prev in TURNS
+    return FireCleanAudit(fire_clean=fire, after_turn=after, counts=counts)
+
+
+def plot_fire_clean_audit(audit: FireCleanAudit, path: str | Path, *, title: str = "Native Cleanup actions") -> Path:
+    """Share of each primitive action, titled with the fire_clean-after-a-turn count (§4)."""
+    summary = audit.summary()
+    names = sorted(summary["shares"], key=lambda n: -summary["shares"][n])
+    fig = Figure(figsize=(max(5.0, 0.8 * len(names) + 2.0), 3.8))
+    ax = fig.add_subplot()
+    ax.bar(names, [100 * summary["shares"][n] for n in names],
+           color=["tab:red" if n == FIRE_CLEAN else "tab:gray" for n in names])
+    ax.set_ylabel("% of decisions")
+    ax.tick_params(axis="x", labelrotation=30)
+    ax.set_title(f"{title}\nfire clean after a turn: {int(audit.after_turn.sum())} of {int(audit.fire_clean.sum())}",
+                 fontsize=9)
+    fig.tight_layout()
+    return _save(fig, path)
+
+
 def plot_solo_test(reports: Mapping[str, SoloReport], path: str | Path, *, title: str = "Solo test") -> Path:
     """Bars per layout: team mean, then each agent's solo mean (§6.4)."""
     if not reports:

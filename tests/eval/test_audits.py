@@ -91,3 +91,29 @@ def test_solo_report_verdicts(tmp_path):
     _assert_png(plot_solo_test({"asymmetric_advantages": aa, "forced_coordination": fc}, tmp_path / "solo.png"))
     with pytest.raises(ValueError, match="PNG"):
         plot_solo_test({"aa": aa}, tmp_path / "solo.jpg")
+
+
+def test_fire_clean_audit_counts_turns_right_before_the_beam(tmp_path):
+    from omjax.eval.audits import fire_clean_audit, plot_fire_clean_audit
+
+    # Agent 0 turns then fires (counted), fires twice more (not); agent 1 fires after a move;
+    # the second episode starts agent 0 with a fire (nothing before it). Steps arrive unordered.
+    records = [
+        {"episode": 1, "agent": 0, "step": 1, "option": "turn left"},
+        {"episode": 1, "agent": 0, "step": 0, "option": "noop"},
+        {"episode": 1, "agent": 0, "step": 2, "option": "fire clean"},
+        {"episode": 1, "agent": 0, "step": 3, "option": "fire_clean"},
+        {"episode": 1, "agent": 1, "step": 0, "option": "forward"},
+        {"episode": 1, "agent": 1, "step": 1, "option": "fire clean"},
+        {"episode": 2, "agent": 0, "step": 0, "option": "fire clean"},
+        {"episode": 2, "agent": 1, "step": 0, "option": "turn right"},
+    ]
+    audit = fire_clean_audit(records, 2)
+    assert audit.fire_clean.tolist() == [3, 1] and audit.after_turn.tolist() == [1, 0]
+    summary = audit.summary()
+    assert summary["decisions"] == 8 and summary["shares"]["fire clean"] == 4 / 8
+    with pytest.raises(ValueError, match="lacks"):
+        fire_clean_audit([{"agent": 0, "step": 0, "option": "noop"}], 2)
+    with pytest.raises(ValueError, match="outside"):
+        fire_clean_audit([{"episode": 0, "agent": 2, "step": 0, "option": "noop"}], 2)
+    assert plot_fire_clean_audit(audit, tmp_path / "fire.png").stat().st_size > 0
