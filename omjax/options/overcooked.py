@@ -453,7 +453,9 @@ def _burnin_batch(lib: OvercookedOptions, num_envs: int, horizon: int, key, acti
     return jax.vmap(episode)(choices, active)
 
 
-def _records_to_table(lib: OvercookedOptions, rec, ep_offset: int, solo: bool, keep_envs: int) -> RecordTable:
+def records_to_table(lib: OvercookedOptions, rec, ep_offset: int, solo: bool, keep_envs: int) -> RecordTable:
+    """Burn-in records of `StepRecord`s stacked [E, T, A] (first `keep_envs` envs; env e is episode
+    ep_offset + e)."""
     rec = jax.tree.map(lambda x: np.asarray(x)[:keep_envs], rec)  # [E, T, A, ...]
     flat = np.flatnonzero(rec.valid)  # row-major over [E, T, A]: by episode, then step, then agent
     e, _, a = np.unravel_index(flat, rec.valid.shape)
@@ -497,7 +499,7 @@ def burnin(variant: str, solo_episodes: int, team_episodes: int, seed: int, prog
         pending.append((_burnin_batch(lib, size, horizon, jax.random.fold_in(key, ep0), jnp.asarray(active)),
                         ep0, solo, n))
     for rec, ep0, solo, n in tqdm(pending, desc=f"burn-in {variant}", unit="batch", disable=not progress):
-        tables.append(_records_to_table(lib, rec, ep0, solo, n))
+        tables.append(records_to_table(lib, rec, ep0, solo, n))
     if not tables:
         return RecordTable.empty(len(SCHEMA.read_set), len(SCHEMA.transient))
     return RecordTable.concat(tables)

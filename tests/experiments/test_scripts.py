@@ -62,3 +62,15 @@ def test_table1_fig1_fig3(tiny_model_dir, tmp_path):
     (tmp_path / "figures" / "fig3_overcooked_aa.png").unlink()
     assert fig3.main([*common, "--run", str(seed0)]) == 0  # a finished run, nothing launched
     assert (tmp_path / "figures" / "fig3_overcooked_aa.png").is_file()
+
+
+@pytest.mark.slow
+def test_burnin_control_smoke(tiny_model_dir, tmp_path):
+    import burnin_control
+
+    assert burnin_control.main(["--cpu", "--root", str(tmp_path), "--solo", "2", "--team", "1", "--horizon", "6",
+                                *tiny(tiny_model_dir)]) == 0
+    result = json.loads((tmp_path / "burnin_control.json").read_text())
+    assert result["uniform"]["records"] > 0 and result["llm"]["records"] > 0
+    assert result["llm"]["guards"] >= 0 and (tmp_path / "burnin_control.png").is_file()
+    assert "| llm |" in (tmp_path / "burnin_control.md").read_text()
