@@ -3,9 +3,11 @@
     python experiments/fig1.py --cpu
     python experiments/fig1.py            # paper scale (the Table 2 "ours" run on Qwen3-4B)
 
-Uses (and if needed launches) the "ours" cell of Table 2 on Overcooked Asymmetric Advantages, or
-the finished run given with `--run`, then draws the histogram from its evaluation (`omjax audit
-macro`). With `--scripted-solo` it also runs the §6.4 solo test on AA and the Forced
+Uses (and if needed launches) the full method's Table 1 runs on Overcooked Asymmetric Advantages,
+one per training seed (`--seeds`, default the scale's: five at paper scale), and pools their
+evaluations with each run's agents ranked by return (roles, not agent indices, are compared
+across seeds), or the one finished run given with `--run`. The histogram
+comes from `omjax audit macro`. With `--scripted-solo` it also runs the §6.4 solo test on AA and the Forced
 Coordination control with the scripted cooks of `omjax.eval.scripted` (`omjax audit solo`). Writes `<root>/figures/fig1.png` (+ `.json`).
 """
 
@@ -19,8 +21,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import common  # noqa: E402
-import table2  # noqa: E402
 
+from omjax.eval.ablations import TABLE2_CELLS  # noqa: E402
 from omjax.eval.audit_cli import audit_macro, audit_solo  # noqa: E402
 
 
@@ -28,20 +30,32 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     common.add_common_args(parser)
     parser.add_argument("--run", type=Path, default=None,
-                        help="draw from this finished run (e.g. a Table 1 seed, the same config as the "
-                             "Table 2 'ours' cell) instead of the 'ours' cell")
+                        help="draw from this finished run (e.g. the Table 2 'ours' cell) instead of the seeds")
+    parser.add_argument("--seeds", type=int, nargs="+", default=None,
+                        help="training seeds to train (the Table 1 runs) and pool, agents ranked by return "
+                             "within each run (default: the scale's, five at paper scale)")
     parser.add_argument("--scripted-solo", action="store_true",
                         help="also run the solo test with scripted cooks on AA and Forced Coordination")
     args = parser.parse_args(argv)
     scale = common.scale_of(args)
     root = Path(args.root)
-    run = args.run or common.table2_dir(root, "overcooked_aa", "ours")
-    if not args.render_only and args.run is None:
-        table2.run_cell(scale, root, "overcooked_aa", "ours", args.overrides)
-    if not common.is_finished(run):
-        raise SystemExit(f"fig1: {run} has no finished evaluation (run without --render-only)")
+    seeds = tuple(args.seeds) if args.seeds else scale.seeds
+    if args.run is not None:
+        runs = [args.run]
+    else:
+        backbone = scale.backbones[0]
+        runs = [common.table1_ours_dir(root, "overcooked_aa", backbone, s) for s in seeds]
+        if not args.render_only:
+            config = scale.config("overcooked_aa", backbone)
+            for seed, run in zip(seeds, runs):
+                common.run_policy(config, [*scale.overrides, *TABLE2_CELLS["ours"], f"seed={seed}", *args.overrides],
+                                  run, scale.eval_episodes, label=f"ours_seed{seed}")
+    for run in runs:
+        if not common.is_finished(run):
+            raise SystemExit(f"fig1: {run} has no finished evaluation (run without --render-only)")
     out = root / "figures" / "fig1.png"
-    summary = audit_macro(run / "eval", out)
+    summary = audit_macro([run / "eval" for run in runs], out)
+    summary["runs"] = [str(run) for run in runs]
     out.with_suffix(".json").write_text(json.dumps(summary, indent=2) + "\n")
     print(f"wrote {out}: shares per agent {summary['shares']} over options {summary['options']}")
     if args.scripted_solo:

@@ -3,7 +3,8 @@
     python experiments/fig2.py            # paper scale: 400-step evaluation of the Qwen3-4B runs
     python experiments/fig2.py --cpu      # CPU scale: SmolLM2-135M, shorter evaluation
 
-Trains the full method on Harvest (the Table 2 "ours" cell), evaluates it and the frozen base with
+Trains the full method on Harvest (the Table 2 "ours" cell) once per training seed (`--seeds`,
+default the scale's: five at paper scale; the curve pools their episodes), evaluates it and the frozen base with
 the option menu ("frozen_menu") on episodes of `harvest_eval_horizon` steps, and plots the
 patches alive per step from their trajectories (`omjax audit patches`). Needs a Harvest rollout
 game registered with the engine whose `patches_alive()` the evaluation records. Writes
@@ -32,23 +33,29 @@ GAME = "commons_harvest"
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     common.add_common_args(parser)
+    parser.add_argument("--seeds", type=int, nargs="+", default=None,
+                        help="training seeds of the tuned runs, pooled into one curve (default: the "
+                             "scale's, five at paper scale)")
     args = parser.parse_args(argv)
     scale = common.scale_of(args)
     root = Path(args.root)
     config = scale.config(GAME, scale.backbones[0])
     long_eval = [f"env.horizon={scale.harvest_eval_horizon}"]
+    seeds = tuple(args.seeds) if args.seeds else scale.seeds
     frozen = root / "fig2" / "frozen"
-    tuned = root / "fig2" / "tuned"
+    tuned = [root / "fig2" / f"tuned_seed{seed}" for seed in seeds]
     if not args.render_only:
         common.evaluate(frozen, scale.eval_episodes,
                         [*scale.overrides, *TABLE2_CELLS["frozen_menu"], *args.overrides, *long_eval],
                         config=config, label="frozen")
-        common.train(config, [*scale.overrides, *TABLE2_CELLS["ours"], *args.overrides], tuned)
-        common.evaluate(tuned, scale.eval_episodes, long_eval, label="tuned")
+        for seed, run in zip(seeds, tuned):
+            common.train(config, [*scale.overrides, *TABLE2_CELLS["ours"], f"seed={seed}", *args.overrides], run)
+            common.evaluate(run, scale.eval_episodes, long_eval, label=f"tuned_seed{seed}")
     out = root / "figures" / "fig2.png"
-    summary = audit_patches({"frozen": frozen / "eval", "tuned": tuned / "eval"}, out, n_patches=None)
+    summary = audit_patches({"frozen": frozen / "eval", "tuned": [run / "eval" for run in tuned]}, out, n_patches=None)
+    summary["seeds"] = list(seeds)
     out.with_suffix(".json").write_text(json.dumps(summary, indent=2) + "\n")
-    results = [r for run in (frozen, tuned) for r in read_results(run / "eval" / "eval.jsonl")]
+    results = [r for run in (frozen, *tuned) for r in read_results(run / "eval" / "eval.jsonl")]
     common.write_text(root / "figures" / "fig2_report.md", render_report(results))
     print(f"wrote {out}: {summary}")
     return 0

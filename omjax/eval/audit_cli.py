@@ -64,34 +64,42 @@ def _labelled(items: list[str]) -> dict[str, Path]:
     return out
 
 
-def audit_macro(eval_dir: Path, out: Path) -> dict:
-    """Fig. 1: per-agent macro-choice shares, summed over the evaluation episodes."""
-    results = read_results(eval_dir / "eval.jsonl")
-    n_agents = results[0].n_agents
-    decisions = (
-        {"aid": a, "opt": opt}
-        for r in results
-        for a, counts in enumerate(r.macro_counts)
-        for opt, k in counts.items()
-        for _ in range(k)
-    )
+def audit_macro(eval_dir: Path | list[Path], out: Path) -> dict:
+    """Fig. 1: per-agent macro-choice shares, summed over the evaluation episodes.
+
+    Several eval directories (one run per training seed) are pooled with the agents of each run
+    ranked by their return in it (rank 0 = the agent that scored most): which agent index takes
+    which role differs from seed to seed, the roles are what the figure compares."""
+    dirs = eval_dir if isinstance(eval_dir, list) else [eval_dir]
+    runs = [read_results(d / "eval.jsonl") for d in dirs]
+    n_agents = runs[0][0].n_agents
+    decisions = []
+    for results in runs:
+        ranked = (np.argsort(-np.sum([r.agent_returns for r in results], axis=0), kind="stable")
+                  if len(runs) > 1 else np.arange(n_agents))  # [A] agent index of each rank
+        decisions += [{"aid": rank, "opt": opt} for r in results for rank, a in enumerate(ranked)
+                      for opt, k in r.macro_counts[int(a)].items() for _ in range(k)]
     counts, names = macro_counts(decisions, n_agents)
+    results = runs[0]
     if not names:
-        raise SystemExit(f"omjax audit macro: {eval_dir} has no macro decisions (a native-action policy?)")
-    title = f"Per-agent macro choices: {results[0].policy} ({results[0].game} / {results[0].layout})"
+        raise SystemExit(f"omjax audit macro: {dirs} has no macro decisions (a native-action policy?)")
+    runs = f", {len(dirs)} runs, agents ranked by return" if len(dirs) > 1 else ""
+    title = f"Per-agent macro choices: {results[0].policy} ({results[0].game} / {results[0].layout}{runs})"
     plot_macro_histogram(counts, names, out, title=title)
     shares = counts / np.maximum(counts.sum(axis=1, keepdims=True), 1)
     return {"options": names, "counts": counts.tolist(), "shares": np.round(shares, 4).tolist()}
 
 
-def audit_patches(evals: dict[str, Path], out: Path, n_patches: int | None) -> dict:
-    """Fig. 2: patches alive per step, one curve per evaluated policy."""
+def audit_patches(evals: dict[str, Path | list[Path]], out: Path, n_patches: int | None) -> dict:
+    """Fig. 2: patches alive per step, one curve per evaluated policy; a policy given several
+    eval directories (one per training seed) pools their episodes into one curve."""
     curves = {}
     summary = {}
-    for label, eval_dir in evals.items():
-        series = [t.patches_alive for t in _trajectories(eval_dir)]
+    for label, eval_dirs in evals.items():
+        eval_dirs = eval_dirs if isinstance(eval_dirs, list) else [eval_dirs]
+        series = [t.patches_alive for eval_dir in eval_dirs for t in _trajectories(eval_dir)]
         if any(s is None for s in series):
-            raise SystemExit(f"omjax audit patches: {eval_dir} trajectories carry no patches_alive (not Harvest?)")
+            raise SystemExit(f"omjax audit patches: {eval_dirs} trajectories carry no patches_alive (not Harvest?)")
         length = min(len(s) for s in series)
         alive = np.stack([s[:length] for s in series])  # [E, T]
         curves[label] = alive
@@ -99,6 +107,7 @@ def audit_patches(evals: dict[str, Path], out: Path, n_patches: int | None) -> d
         summary[label] = {
             "final_mean_alive": float(curve.mean[-1]),
             "depletion_step": curve.depletion_step.tolist(),
+            "runs": len(eval_dirs),
         }
     plot_patch_survival(curves, out, n_patches=n_patches)
     return summary

@@ -3,8 +3,8 @@
 One uniform burn-in of `n_max` solo + `n_max` team episodes is run once; the guards are then
 synthesised from its first n solo and first n team episodes for n = 1, 2, 4, ..., n_max (each
 prefix is itself a uniform burn-in of n + n episodes). The curve is the number of guards per n;
-it has converged at the first n whose guard set equals that of 2n (no new guard in a doubling),
-which is the burn-in count to ship (`DEFAULT_EPISODES`).
+it has converged at the smallest n from which no doubling adds or drops a guard, and the shipped
+burn-in count (`DEFAULT_EPISODES`) must be at least that.
 
     python -m omjax.options.coverage --game cleanup --max 32 --out experiments/results/cpu/coverage_cleanup.png
 """
@@ -61,11 +61,15 @@ def coverage_curve(table: RecordTable, schema: Schema, solo_total: int, counts: 
 
 
 def converged_at(rows: list[dict]) -> int | None:
-    """The first n whose guard set is unchanged at 2n (None when the curve never settles)."""
+    """The smallest n from which the guard set never changes again up to the largest n, with at
+    least one doubling after it (None when the last doubling still changed it)."""
+    stable = None
     for a, b in zip(rows, rows[1:]):
-        if b["episodes"] == 2 * a["episodes"] and b["new"] == 0 and b["lost"] == 0:
-            return a["episodes"]
-    return None
+        if b["new"] or b["lost"]:
+            stable = None
+        elif stable is None:
+            stable = a["episodes"]
+    return stable
 
 
 def plot_coverage(curves: dict[str, list[dict]], path: str | Path) -> Path:

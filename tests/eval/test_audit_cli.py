@@ -56,3 +56,24 @@ def test_audit_names_missing_inputs(tmp_path):
 
     with pytest.raises(SystemExit, match="no eval.jsonl"):
         main(["audit", "macro", "--eval", str(tmp_path)])
+
+
+def test_macro_and_patches_pool_runs_of_several_seeds(tmp_path):
+    """Two training seeds whose worker is a different agent index: pooled by return rank, the
+    worker's and the idler's choices land in one row each; patch curves pool every episode."""
+    import dataclasses
+
+    from omjax.eval.audit_cli import audit_macro, audit_patches
+    from omjax.eval.results import read_results
+
+    cells = [(2, c) for c in range(4)]
+    _write_eval(tmp_path / "s0", "s0", [10000], [6, 5, 4, 3], cells)
+    _write_eval(tmp_path / "s1", "s1", [10000], [6, 6, 6, 6], cells)
+    swapped = [dataclasses.replace(r, agent_returns=r.agent_returns[::-1], macro_counts=r.macro_counts[::-1])
+               for r in read_results(tmp_path / "s1" / "eval.jsonl")]
+    write_results(tmp_path / "s1" / "eval.jsonl", swapped)
+    macro = audit_macro([tmp_path / "s0", tmp_path / "s1"], tmp_path / "fig1.png")
+    assert macro["options"] == ["eat_apple", "move_to", "wait"]
+    assert macro["counts"] == [[14, 6, 0], [0, 0, 20]]  # rank 0: the worker of both seeds
+    patches = audit_patches({"tuned": [tmp_path / "s0", tmp_path / "s1"]}, tmp_path / "fig2.png", n_patches=6)
+    assert patches["tuned"]["runs"] == 2 and patches["tuned"]["final_mean_alive"] == 4.5

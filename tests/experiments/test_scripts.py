@@ -74,3 +74,14 @@ def test_burnin_control_smoke(tiny_model_dir, tmp_path):
     assert result["uniform"]["records"] > 0 and result["llm"]["records"] > 0
     assert result["llm"]["guards"] >= 0 and (tmp_path / "burnin_control.png").is_file()
     assert "| llm |" in (tmp_path / "burnin_control.md").read_text()
+
+
+@pytest.mark.slow
+def test_solo_flip_smoke(tiny_model_dir, tmp_path):
+    import solo_flip
+
+    assert solo_flip.main(["--cpu", "--root", str(tmp_path), "--episodes", "1", *tiny(tiny_model_dir)]) == 0
+    summary = json.loads((tmp_path / "solo_flip" / "solo_flip.json").read_text())
+    assert set(summary) == {"forced_coordination", "asymmetric_advantages"}
+    assert all(s["partner"] == "absent" and len(s["solo_mean"]) == 2 for s in summary.values())
+    assert (tmp_path / "solo_flip" / "solo_flip.png").is_file()

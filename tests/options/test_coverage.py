@@ -10,8 +10,12 @@ from omjax.options.records import load_npz
 from omjax.options.coverage import converged_at, coverage_curve, doublings, main, prefix
 
 
-def test_doublings():
+def test_doublings_and_convergence_point():
     assert doublings(1) == [1] and doublings(8) == [1, 2, 4, 8] and doublings(12) == [1, 2, 4, 8, 12]
+    rows = [{"episodes": n, "new": new, "lost": lost} for n, new, lost in
+            ((1, 4, 0), (2, 0, 0), (4, 1, 1), (8, 0, 0), (16, 0, 0))]
+    assert converged_at(rows) == 4  # the 1 -> 2 plateau does not count: 4 changed the set again
+    assert converged_at(rows[:3]) is None
 
 
 def test_curve_on_a_recorded_harvest_burnin():
@@ -34,7 +38,7 @@ def test_curve_prefixes_and_convergence(tmp_path):
     assert rows[0]["new"] == rows[0]["guards"] and rows[-1]["guards"] > rows[0]["guards"]
     assert sum(r["new"] for r in rows) - sum(r["lost"] for r in rows) == rows[-1]["guards"]
     n = converged_at(rows)
-    assert n is None or rows[[r["episodes"] for r in rows].index(n) + 1]["new"] == 0
+    assert n is None or all(r["new"] == r["lost"] == 0 for r in rows if r["episodes"] > n)
     out = tmp_path / "cov.png"
     assert main(["--game", "overcooked", "--layout", "forced_coordination", "--max", "2", "--out", str(out)]) == 0
     summary = json.loads(out.with_suffix(".json").read_text())
