@@ -117,7 +117,7 @@ def load(path_or_name: str | os.PathLike, dtype=None, *, with_tokenizer: bool = 
 
 
 def _tokenizer(directory: Path):
-    from transformers import AutoTokenizer
+    from transformers import AutoTokenizer  # heavy; only loads that want a tokenizer pay for it
 
     return AutoTokenizer.from_pretrained(str(directory))
 
@@ -131,7 +131,7 @@ _ST_DTYPES = {"F64": np.float64, "F32": np.float32, "F16": np.float16, "I64": np
 
 def _st_dtype(code: str):
     if code == "BF16":
-        import ml_dtypes
+        import ml_dtypes  # only bf16 checkpoints need it
 
         return ml_dtypes.bfloat16
     if code not in _ST_DTYPES:
@@ -287,6 +287,7 @@ def gguf_snapshot(path: Path) -> Path:
     out = cache_root() / "gguf" / f"{path.stem}-{key}"
     if (out / "config.json").exists():
         return out
+    # Only a first GGUF conversion needs these (heavy, optional): the converted snapshot is cached.
     import gguf
     from transformers import AutoTokenizer
 

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from omjax.config import ConfigError, load_config
 from omjax.jax_cache import enable_compilation_cache
+from omjax.train.trainer import Trainer
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -50,8 +51,6 @@ def main(argv: list[str] | None = None) -> int:
 
     if not args.no_compile_cache:
         enable_compilation_cache()
-
-    from omjax.train.trainer import Trainer
 
     trainer = Trainer(cfg)
     try:
