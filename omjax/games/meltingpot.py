@@ -37,7 +37,7 @@ from omjax.envs.meltingpot import make
 from omjax.envs.meltingpot.adapter import SymbolicState
 from omjax.envs.meltingpot.probes import Probes, probes_decisions, probes_init, probes_step
 from omjax.envs.meltingpot.workers import EnvPool, WorkerCrash
-from omjax.games.base import Game
+from omjax.games.base import Game, NativeActions
 from omjax.interfaces.compound_json import EmissionLedger, render_vocabulary
 from omjax.interfaces.native import primitive_actions
 from omjax.options import cleanup, harvest
@@ -121,6 +121,10 @@ class MeltingPotGame(Game):
         self.states = self._checked(self._pool.reset([engine_seed(s) for s in seeds]))
         self._probes = [probes_init(s, self.layout.shape) for s in self.states]
         self._apples = np.zeros((len(seeds), self.n_agents), np.int64)
+
+    @property
+    def n_episodes(self) -> int:
+        return len(self.states)
 
     def _checked(self, results: list) -> list[SymbolicState]:
         for slot, r in enumerate(results):
@@ -303,26 +307,12 @@ class MeltingPotCompoundGame(EmissionLedger, MeltingPotOptionsGame):
         return {**super().extras(), "invalid_emissions": self.invalid_counts(), "noop_emissions": self.noop_counts()}
 
 
-class MeltingPotNativeGame(MeltingPotGame):
-    """Primitive letters, one LLM decision per agent per env step (Ablations A and C)."""
-
-    interface = "native"
+class MeltingPotNativeGame(NativeActions, MeltingPotGame):
+    """Primitive letters (A-I in Cleanup, A-H in Harvest), one LLM decision per agent per env step."""
 
     def __init__(self, game: str, horizon: int, reward_shaping: float = 0.0, advice: bool = False):
         super().__init__(game, horizon, reward_shaping, advice)
-        self.actions = primitive_actions(self.substrate)
-        self._menu = [MenuItem(letter=letter, index=k, opt=name, target=None, label=name)
-                      for k, (letter, name) in enumerate(zip(self.actions.letters, self.actions.names))]
-        self._noop = self.actions.names.index("noop")
-
-    def needs_decision(self) -> np.ndarray:
-        return np.ones((len(self.states), self.n_agents), bool)
-
-    def menu(self, k: int, agent: int, rng: np.random.Generator) -> list[MenuItem]:
-        return list(self._menu)
-
-    def fallback(self, k: int, agent: int, menu: list[MenuItem]) -> int:
-        return next(pos for pos, item in enumerate(menu) if item.index == self._noop)
+        self.use_actions(primitive_actions(self.substrate), idle="noop")
 
     def step(self, choices: np.ndarray) -> np.ndarray:
         return self._step_envs(np.asarray(choices), self.needs_decision())
