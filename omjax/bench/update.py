@@ -20,6 +20,8 @@ import time
 import jax
 import jax.numpy as jnp
 
+from omjax.config import LoRAConfig
+
 
 def _tiny_llama(path: str):
     import torch
@@ -61,7 +63,7 @@ def bench_backbone(name: str, model, n_agents: int, b: int, t: int, minibatch: i
     from omjax.train.policy import LetterPolicy
     from omjax.train.update import UpdateSettings, init_opt_state, make_agent_update, make_bank_update, make_optimizer
 
-    lcfg = lora_lib.LoraConfig(rank=rank, alpha=2.0 * rank, targets=("q", "v"))
+    lcfg = LoRAConfig(rank=rank, alpha=2.0 * rank, targets=("q", "v"))
     policy = LetterPolicy(model.family, model.config, lcfg.scale, temperature=0.9, remat=False)
     opt = make_optimizer(1e-3, 1.0)
     settings = UpdateSettings(clip_eps=0.2, kl_coef=0.05, epochs=2, minibatch_size=minibatch, kl_kind="exact")

@@ -54,7 +54,7 @@ class Model:
     def logits(self, input_ids, attention_mask=None, lora=None, lora_scale: float = 1.0) -> jax.Array:
         """Logits `[B, T, V]` f32 for `input_ids [B, T]` (padding marked 0 in the mask).
 
-        `lora` is one adapter tree (no agent axis) and `lora_scale` its `LoraConfig.scale`.
+        `lora` is one adapter tree (no agent axis) and `lora_scale` its `LoRAConfig.scale`.
         """
         ids = jnp.asarray(input_ids, jnp.int32)
         if ids.ndim != 2:

@@ -22,6 +22,9 @@ GAMES: dict[str, str] = {
     "harvest": "omjax.options.harvest",
 }
 
+SUBSTRATES: dict[str, str] = {"cleanup": "clean_up", "harvest": "commons_harvest__open"}
+"""Melting Pot game -> the substrate it plays (also accepted as its `env.layout`)."""
+
 GUARD_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "guards")
 
 
@@ -74,3 +77,22 @@ def resolve_variant(lib: GameLibrary, game: str, variant: str | None) -> str:
 def guard_path(game: str, variant: str) -> str:
     """Path of the shipped guard file of a game variant."""
     return os.path.join(GUARD_DIR, f"{game}_{variant}.jsonl")
+
+
+def layout_agents(game: str, layout: str) -> int:
+    """How many agents play `layout` of `game`, read from the Overcooked layout file or the
+    Melting Pot substrate config (no engine is built). A Melting Pot layout is the substrate
+    name or one of the game's option-library variants. ValueError naming what is accepted."""
+    if game == "overcooked":
+        layouts = importlib.import_module("omjax.envs.overcooked.layout")
+        known = layouts.list_layouts()
+        if layout not in known:
+            shipped = ", ".join(load_game(game).VARIANTS)
+            raise ValueError(f"no Overcooked layout {layout!r}; with shipped guards: {shipped} (all {len(known)} "
+                             f"layouts are the *.layout files in {layouts.layouts_dir()})")
+        return layouts.load_layout(layout).num_agents
+    accepted = (SUBSTRATES[game], *load_game(game).VARIANTS) if game in SUBSTRATES else ()
+    if layout not in accepted:
+        raise ValueError(f"game {game!r} has no layout {layout!r}; accepted: {', '.join(accepted) or 'none'}")
+    engine = importlib.import_module("omjax.envs.meltingpot.engine")
+    return len(engine.config_module(SUBSTRATES[game]).get_config().default_player_roles)

@@ -43,12 +43,10 @@ from omjax.envs.meltingpot.workers import EnvPool, WorkerCrash
 from omjax.options import meltingpot_common as mp
 from omjax.interfaces.compound_json import EmissionLedger, render_vocabulary
 from omjax.options.menu import MenuItem, label, letter, render_menu
+from omjax.options.registry import SUBSTRATES
 from omjax.prompts import meltingpot as prompts
 from omjax.prompts.memory import Memory
 from omjax.train.games import guards_file, register_game
-
-SUBSTRATES = {"cleanup": "clean_up", "harvest": "commons_harvest__open"}
-"""Config game name -> the Melting Pot substrate it plays (also accepted as `env.layout`)."""
 
 APPLE_REWARD = 1.0
 """Reward of one apple eaten in both substrates (the unit of the team return)."""

@@ -19,7 +19,7 @@ import jax.numpy as jnp
 import numpy as np
 from tqdm.auto import tqdm
 
-from omjax.config import Config, dump_config
+from omjax.config import Config, LoRAConfig, dump_config
 from omjax.models import lora as lora_lib
 from omjax.train import grpo
 from omjax.train.checkpoint import Checkpointer, TrainState
@@ -44,7 +44,7 @@ def stop_token_ids(tokenizer: Any) -> list[int]:
     return sorted(i for i in ids if i is not None)
 
 
-def make_policy(cfg: Config, model: Any, lora_cfg: lora_lib.LoraConfig) -> LetterPolicy | SamplePolicy:
+def make_policy(cfg: Config, model: Any, lora_cfg: LoRAConfig) -> LetterPolicy | SamplePolicy:
     """The configured decision mode on `model`; with `lora.top_layers`, the layers below the
     adapters form a frozen trunk that the update computes once per round."""
     top = cfg.lora.top_layers
@@ -88,7 +88,7 @@ class Trainer:
         self.run_dir = Path(run_dir or cfg.run.out_dir)
         dtype = jnp.float32 if cfg.model.dtype == "float32" else jnp.bfloat16
         self.model = model if model is not None else load(cfg.model.name, dtype=dtype)
-        self.lora_cfg = lora_lib.LoraConfig(rank=cfg.lora.rank, alpha=cfg.lora.alpha, targets=cfg.lora.targets)
+        self.lora_cfg = cfg.lora
         self.policy = make_policy(cfg, self.model, self.lora_cfg)
         self.game = game if game is not None else make_game(cfg.env, cfg.policy.action_interface, cfg.train.rollouts)
         self.decider = Decider(self.policy, self.model.tokenizer, cfg.policy)
