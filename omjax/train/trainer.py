@@ -10,6 +10,8 @@ vmapped over adapters); write metrics, decisions and a checkpoint.
 
 from __future__ import annotations
 
+import contextlib
+import signal
 import time
 from pathlib import Path
 from typing import Any
@@ -168,29 +170,43 @@ class Trainer:
 
     # ---------------------------------------------------------------------------------------
     def run(self, resume: bool = False) -> list[dict]:
-        """Train to `train.rounds`; with `resume`, continue from the newest checkpoint."""
+        """Train to `train.rounds`; with `resume`, continue from the newest intact checkpoint
+        (newer broken ones are reported and deleted). Ctrl-C abandons the current round and
+        raises `RunInterrupted`: the rounds already written stay a consistent, resumable run."""
         cfg = self.cfg
         self.run_dir.mkdir(parents=True, exist_ok=True)
         ckpt = Checkpointer(self.run_dir, cfg.run.keep_checkpoints)
         state = self.init_state()
         if resume:
             if ckpt.latest_round() is None:
+                ckpt.close()
                 raise FileNotFoundError(f"--resume: no finished checkpoint in {self.run_dir / 'checkpoints'}")
-            state, _ = ckpt.restore(state)
+            try:
+                restored = ckpt.restore(state)
+            except BaseException:
+                ckpt.close()
+                raise
+            for line in restored.skipped:
+                print(f"skipped checkpoint {line}")
+            ckpt.discard(restored)
+            state = restored.state
+            print(f"resuming after round {restored.step} from {restored.path}")
         dump_config(cfg, self.run_dir / "config.yaml")
         log = MetricsLog(self.run_dir, start_round=int(state.round))
         (self.run_dir / "decisions").mkdir(exist_ok=True)
         start = int(state.round)
         bar = tqdm(range(start, cfg.train.rounds), initial=start, total=cfg.train.rounds, desc="PA-MAGRPO",
                    unit="round", disable=not cfg.run.progress)
+        r = start
         try:
             for r in bar:
                 state, row, batch = self.round(state)
-                if cfg.run.save_decisions:
-                    write_jsonl_atomic(self.run_dir / "decisions" / f"round_{r:04d}.jsonl",
-                                       [decision_record(d, r) for d in batch.decisions])
-                log.append(row)
-                ckpt.save(state, {"round": r + 1, "metrics": row}, is_best=row["best"])
+                with deferred_sigint():
+                    if cfg.run.save_decisions:
+                        write_jsonl_atomic(self.run_dir / "decisions" / f"round_{r:04d}.jsonl",
+                                           [decision_record(d, r) for d in batch.decisions])
+                    log.append(row)
+                    ckpt.save(state, {"round": r + 1, "metrics": row}, is_best=row["best"])
                 if (r + 1) % cfg.run.plot_every == 0 or r + 1 == cfg.train.rounds:
                     plot_learning_curve(log.rows, self.run_dir / "learning_curve.png",
                                         f"{cfg.env.game} {cfg.env.layout} / {cfg.model.name}")
@@ -199,7 +215,33 @@ class Trainer:
                            f"{[round(x, 1) for x in row['team_returns']]} decisions {row['decisions_per_agent']} "
                            f"kl {kl} ({row['time_s']:.0f}s)")
                 bar.set_postfix(ret=f"{row['team_return_mean']:.1f}")
+        except KeyboardInterrupt:
+            raise RunInterrupted(self.run_dir, r) from None
         finally:
             bar.close()
             ckpt.close()
         return log.rows
+
+
+class RunInterrupted(Exception):
+    """Ctrl-C during a run: `round` was abandoned, rounds before it are saved in `run_dir`."""
+
+    def __init__(self, run_dir: Path, round_idx: int):
+        self.run_dir, self.round = run_dir, round_idx
+        saved = f"rounds 0-{round_idx - 1} are saved" if round_idx else "no round was finished"
+        super().__init__(f"interrupted in round {round_idx} ({saved} in {run_dir}); "
+                         f"continue with: omjax train --resume {run_dir}")
+
+
+@contextlib.contextmanager
+def deferred_sigint():
+    """Hold Ctrl-C until the block ends, so a round's decisions, metrics row and checkpoint are
+    written together or not at all; the interrupt is raised as soon as the block exits."""
+    caught = []
+    previous = signal.signal(signal.SIGINT, lambda signum, frame: caught.append(signum))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    if caught:
+        raise KeyboardInterrupt
