@@ -18,14 +18,17 @@ import sys
 from pathlib import Path
 
 from omjax.config import Config, ConfigError, load_config
+from omjax.envs.meltingpot.workers import RolloutWorkerError
 from omjax.jax_cache import enable_compilation_cache
 from omjax.models.loader import ModelFileError, check_model
 from omjax.train.checkpoint import CheckpointError
 from omjax.train.trainer import RunInterrupted, Trainer
 
+EXIT_FAILED = 1
 EXIT_ERROR = 2
 EXIT_INTERRUPTED = 130
-"""Exit codes: a user error (config, files, checkpoints), Ctrl-C (128 + SIGINT, as shells do)."""
+"""Exit codes: a run that failed (an engine worker crashed), a user error (config, files,
+checkpoints), Ctrl-C (128 + SIGINT, as shells do)."""
 
 USER_ERRORS = (ConfigError, FileNotFoundError, ModelFileError, CheckpointError)
 """What a user can fix: reported as one line, the traceback only under --debug."""
@@ -91,6 +94,11 @@ def main(argv: list[str] | None = None) -> int:
             raise
         print(f"omjax train: {err}", file=sys.stderr)
         return EXIT_ERROR
+    except RolloutWorkerError as err:
+        if args.debug:
+            raise
+        print(f"omjax train: {err}; continue with: omjax train --resume {cfg.run.out_dir}", file=sys.stderr)
+        return EXIT_FAILED
     except KeyboardInterrupt:
         print("\nomjax train: interrupted before the first round started; nothing was written", file=sys.stderr)
         return EXIT_INTERRUPTED

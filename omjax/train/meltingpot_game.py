@@ -22,7 +22,7 @@ keeps the behavioural probes of every episode (`probes(k)`: apples eaten and cle
 FIRE_CLEAN actions, visit counts, Harvest patches alive per step, call ratio) and answers what the
 evaluation recorder reads after each step: `positions()`, `agent_returns()` (apples per agent),
 `walls()` and, in Harvest only, `patches_alive()`. A worker that crashes fails the rollout with a
-`RolloutWorkerError` naming the episode seed.
+`RolloutWorkerError` naming the rollout and step.
 
 `env.layout` selects the option library: the substrate name (`clean_up`, `commons_harvest__open`)
 means the game's default library (`lib_a`); a library variant name (`lib_a`, `lib_b`) picks that
@@ -39,7 +39,7 @@ from omjax.envs.meltingpot import make
 from omjax.envs.meltingpot.adapter import SymbolicState
 from omjax.envs.meltingpot.probes import Probes, probes_decisions, probes_init, probes_step
 from omjax.envs.meltingpot.text import primitive_actions
-from omjax.envs.meltingpot.workers import EnvPool, WorkerCrash
+from omjax.envs.meltingpot.workers import EnvPool, RolloutWorkerError, WorkerCrash
 from omjax.options import meltingpot_common as mp
 from omjax.interfaces.compound_json import EmissionLedger, render_vocabulary
 from omjax.options.menu import MenuItem, label, letter, render_menu
@@ -53,10 +53,6 @@ APPLE_REWARD = 1.0
 
 CLEAN_BONUS = 1.0
 """Cleanup progress bonus per dirt cell cleaned, scaled by `env.reward_shaping` (0 in the paper)."""
-
-
-class RolloutWorkerError(RuntimeError):
-    """An episode's engine worker crashed; the message names the game, rollout, seed and step."""
 
 
 def engine_seed(seed: int) -> int:
@@ -125,9 +121,8 @@ class MeltingPotGame:
     def _checked(self, results: list) -> list[SymbolicState]:
         for slot, r in enumerate(results):
             if isinstance(r, WorkerCrash):
-                raise RolloutWorkerError(
-                    f"{self.game}: the engine worker of rollout {slot} (episode seed {self.seeds[slot]}, engine "
-                    f"seed {engine_seed(self.seeds[slot])}) crashed after {r.step} env steps: {r.message}")
+                raise RolloutWorkerError(f"{self.game}: the engine worker of rollout {slot} crashed after "
+                                         f"{r.step} env steps: {r.summary}")
         return results
 
     def _step_envs(self, actions: np.ndarray, deciding: np.ndarray) -> np.ndarray:

@@ -22,6 +22,7 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from omjax.config import Config, LoRAConfig, dump_config
+from omjax.envs.meltingpot.workers import RolloutWorkerError
 from omjax.models import lora as lora_lib
 from omjax.train import grpo
 from omjax.train.checkpoint import Checkpointer, TrainState
@@ -123,8 +124,11 @@ class Trainer:
         cfg, r = self.cfg, int(state.round)
         key, k_roll, k_upd = jax.random.split(state.key, 3)
         t0 = time.time()
-        batch = collect(self.game, self.decider, self.model.params, state.bank, cfg.train.rollouts, k_roll,
-                        cfg.seed, r, progress=cfg.run.progress)
+        try:
+            batch = collect(self.game, self.decider, self.model.params, state.bank, cfg.train.rollouts, k_roll,
+                            cfg.seed, r, progress=cfg.run.progress)
+        except RolloutWorkerError as err:
+            raise RolloutWorkerError(f"round {r} of the run with seed {cfg.seed}: {err}") from err
         t1 = time.time()
         adv, zero = _advantages(jnp.asarray(batch.returns, jnp.float32))
         adv, zero = np.asarray(adv), bool(zero)

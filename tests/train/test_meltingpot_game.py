@@ -10,6 +10,7 @@ import pytest
 from omjax.config import EnvConfig, load_config
 from omjax.envs.meltingpot import CleanUp, CommonsHarvest
 from omjax.envs.meltingpot.text import primitive_actions
+from omjax.envs.meltingpot.workers import RolloutWorkerError
 from omjax.options import cleanup
 from omjax.options import meltingpot_common as mp
 from omjax.options.menu import episode_rng
@@ -17,7 +18,7 @@ from omjax.options.registry import guard_path
 from omjax.options.synthesis import read_guards
 from omjax.prompts.memory import Memory
 from omjax.train.games import make_game
-from omjax.train.meltingpot_game import RolloutWorkerError, engine_seed
+from omjax.train.meltingpot_game import engine_seed
 
 AGENTS = 7
 STATE_FIELDS = ("step", "pos", "ori", "alive", "apples", "dirt", "reward", "ate", "cleaned", "patch_apples", "done")
@@ -156,7 +157,8 @@ def test_native_interface_picks_primitive_actions_and_crash_names_the_seed():
         assert not hasattr(game, "patches_alive")  # Harvest only
 
         os.kill(game._pool.pid(1), signal.SIGKILL)
-        with pytest.raises(RolloutWorkerError, match="rollout 1 \\(episode seed 6, engine seed 6\\) crashed after 2"):
+        with pytest.raises(RolloutWorkerError, match=r"^cleanup: the engine worker of rollout 1 crashed after 2 env "
+                                                     r"steps: worker died: .*\(worker exit code -9\)$"):
             game.step(np.zeros((2, AGENTS), np.int64))
     harvest = make_game(env_config("harvest", horizon), "native", 2)  # no reset: no workers started
     assert [it.opt for it in harvest.menu(0, 0, None)] == list(primitive_actions(CommonsHarvest().substrate).names)

@@ -32,6 +32,18 @@ class WorkerCrash:
     seed: int
     step: int  # env steps the episode had completed
     message: str
+    """The worker's traceback, or how the process died."""
+
+    @property
+    def summary(self) -> str:
+        """The last line of `message` (the exception itself)."""
+        lines = [line for line in self.message.strip().splitlines() if line.strip()]
+        return lines[-1].strip() if lines else "no message"
+
+
+class RolloutWorkerError(RuntimeError):
+    """An episode's engine worker crashed; the message says where (game, rollout, step) in one
+    line, and callers that know the user's seed (run seed and round, held-out seed) prefix it."""
 
 
 def _worker(conn, game: str, episode_length: int | None) -> None:
