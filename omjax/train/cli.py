@@ -13,6 +13,7 @@ a bad config, model file or checkpoint prints one line (exit 2; `--debug` shows 
 from __future__ import annotations
 
 import argparse
+import os
 import shutil
 import sys
 from pathlib import Path
@@ -88,6 +89,13 @@ def main(argv: list[str] | None = None) -> int:
             rows = trainer.run(resume=bool(args.resume))
         except RunInterrupted as stop:
             print(f"\nomjax train: {stop}", file=sys.stderr)
+            if stop.in_flight:
+                # The abandoned update is still running on XLA's threads and the interpreter's
+                # shutdown would wait for it (tens of seconds); nothing of it is ever written,
+                # so the process ends here.
+                sys.stdout.flush()
+                sys.stderr.flush()
+                os._exit(EXIT_INTERRUPTED)
             return EXIT_INTERRUPTED
     except USER_ERRORS as err:
         if args.debug:

@@ -99,7 +99,9 @@ class Trainer:
         self.optimizer = make_optimizer(t.lr, t.max_grad_norm, t.adam_b1, t.adam_b2, t.adam_eps)
         settings = UpdateSettings(clip_eps=t.clip_eps, kl_coef=t.kl_coef, epochs=t.epochs,
                                   minibatch_size=t.minibatch_size, kl_kind=self.policy.kl_kind)
-        self.update = make_bank_update(self.policy.policy_fn, self.optimizer, settings, self.policy.prepare)
+        self._update_bar: tqdm | None = None
+        self.update = make_bank_update(self.policy.policy_fn, self.optimizer, settings, self.policy.prepare,
+                                       on_step=lambda: self._update_bar is not None and self._update_bar.update())
 
     # ---------------------------------------------------------------------------------------
     def init_state(self) -> TrainState:
@@ -144,8 +146,15 @@ class Trainer:
             dbatch = DecisionBatch(inputs=jax.tree.map(jnp.asarray, inputs), advantage=jnp.asarray(adv_rows),
                                    valid=jnp.asarray(valid))
             keys = jax.random.split(k_upd, cfg.n_adapters)
-            bank, opt_state, metrics = self.update(self.model.params, bank, opt_state, dbatch, keys,
-                                                   active_minibatches(valid, cfg.train.minibatch_size))
+            active = active_minibatches(valid, cfg.train.minibatch_size)
+            self._update_bar = tqdm(total=cfg.train.epochs * active, desc=f"round {r} update", unit="step",
+                                    leave=False, disable=not cfg.run.progress)
+            try:
+                bank, opt_state, metrics = self.update(self.model.params, bank, opt_state, dbatch, keys, active)
+                wait_interruptibly(metrics)
+            finally:
+                self._update_bar.close()
+                self._update_bar = None
             upd = summarize_update(metrics)
         t2 = time.time()
         mean_return = float(np.mean(batch.returns))
@@ -219,19 +228,36 @@ class Trainer:
                            f"{[round(x, 1) for x in row['team_returns']]} decisions {row['decisions_per_agent']} "
                            f"kl {kl} ({row['time_s']:.0f}s)")
                 bar.set_postfix(ret=f"{row['team_return_mean']:.1f}")
-        except KeyboardInterrupt:
-            raise RunInterrupted(self.run_dir, r) from None
+        except KeyboardInterrupt as stop:
+            raise RunInterrupted(self.run_dir, r, isinstance(stop, ComputationAbandoned)) from None
         finally:
             bar.close()
             ckpt.close()
         return log.rows
 
 
-class RunInterrupted(Exception):
-    """Ctrl-C during a run: `round` was abandoned, rounds before it are saved in `run_dir`."""
+class ComputationAbandoned(KeyboardInterrupt):
+    """Ctrl-C while a dispatched XLA computation was still running (it cannot be cancelled)."""
 
-    def __init__(self, run_dir: Path, round_idx: int):
-        self.run_dir, self.round = run_dir, round_idx
+
+def wait_interruptibly(tree: Any) -> None:
+    """Block until every array of `tree` is computed, in short sleeps: Ctrl-C then stops the
+    wait at once (a plain blocking read holds it for the whole update) and raises
+    `ComputationAbandoned`."""
+    try:
+        for leaf in jax.tree.leaves(tree):
+            while not leaf.is_ready():
+                time.sleep(0.05)
+    except KeyboardInterrupt:
+        raise ComputationAbandoned from None
+
+
+class RunInterrupted(KeyboardInterrupt):
+    """Ctrl-C during a run: `round` was abandoned, rounds before it are saved in `run_dir`.
+    `in_flight`: an XLA computation of the abandoned round is still running."""
+
+    def __init__(self, run_dir: Path, round_idx: int, in_flight: bool = False):
+        self.run_dir, self.round, self.in_flight = run_dir, round_idx, in_flight
         saved = f"rounds 0-{round_idx - 1} are saved" if round_idx else "no round was finished"
         super().__init__(f"interrupted in round {round_idx} ({saved} in {run_dir}); "
                          f"continue with: omjax train --resume {run_dir}")

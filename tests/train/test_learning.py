@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from omjax.config import load_config
-from omjax.train.trainer import Trainer
+from omjax.train.trainer import RunInterrupted, Trainer
 
 from bandit import PAY, MenuBandit
 
@@ -80,7 +80,8 @@ def test_kill_and_resume_reproduces_uninterrupted_metrics(tiny_model, tmp_path):
     # The killed run dies inside round 2 (its 5th env step), after round 1's checkpoint.
     killed = Trainer(config(tmp_path / "killed", "train.rounds=3"), model=tiny_model,
                      game=MenuBandit(N_AGENTS, 2, fail_at_call=5))
-    with pytest.raises(KeyboardInterrupt):
+    with pytest.raises(RunInterrupted, match=r"interrupted in round 2 \(rounds 0-1 are saved in .*\); "
+                                             r"continue with: omjax train --resume "):
         killed.run()
     resumed = Trainer(config(tmp_path / "killed", "train.rounds=3"), model=tiny_model, game=MenuBandit(N_AGENTS, 2))
     rows = resumed.run(resume=True)
