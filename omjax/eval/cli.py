@@ -30,7 +30,7 @@ from omjax.jax_cache import enable_compilation_cache
 from omjax.models.loader import check_model
 from omjax.train.checkpoint import Checkpointer
 from omjax.train.cli import EXIT_ERROR, EXIT_FAILED, EXIT_INTERRUPTED, USER_ERRORS
-from omjax.train.trainer import Trainer
+from omjax.train.trainer import Trainer, deferred_sigint
 
 
 def parse_seeds(text: str) -> list[int]:
@@ -150,9 +150,11 @@ def evaluate(cfg, bank, trainer, seeds: list[int], out: Path, label: str, progre
             raise RolloutWorkerError(f"held-out seed {seed}: {err} (finished seeds are kept; rerun this one alone "
                                      f"with --seeds {seed})") from err
         result = _episode_result(cfg, label, seed, batch, recorder, trainer.game)
-        recorder.trajectory(0).save(trajectory_path(out, seed))
-        write_jsonl_atomic(out / "decisions" / f"seed{seed}.jsonl", [decision_record(d, 0) for d in batch.decisions])
-        write_results(out / "eval.jsonl", [result], append=True)
+        with deferred_sigint():
+            recorder.trajectory(0).save(trajectory_path(out, seed))
+            write_jsonl_atomic(out / "decisions" / f"seed{seed}.jsonl",
+                               [decision_record(d, 0) for d in batch.decisions])
+            write_results(out / "eval.jsonl", [result], append=True)
         done[seed] = result
     return [done[s] for s in seeds]
 

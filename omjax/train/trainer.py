@@ -220,9 +220,9 @@ class Trainer:
                                            [decision_record(d, r) for d in batch.decisions])
                     log.append(row)
                     ckpt.save(state, {"round": r + 1, "metrics": row}, is_best=row["best"])
-                if (r + 1) % cfg.run.plot_every == 0 or r + 1 == cfg.train.rounds:
-                    plot_learning_curve(log.rows, self.run_dir / "learning_curve.png",
-                                        f"{cfg.env.game} {cfg.env.layout} / {cfg.model.name}")
+                    if (r + 1) % cfg.run.plot_every == 0 or r + 1 == cfg.train.rounds:
+                        plot_learning_curve(log.rows, self.run_dir / "learning_curve.png",
+                                            f"{cfg.env.game} {cfg.env.layout} / {cfg.model.name}")
                 kl = "-" if row["kl"] is None else f"{row['kl']:.4f}"
                 tqdm.write(f"round {r}: team return {row['team_return_mean']:.2f} "
                            f"{[round(x, 1) for x in row['team_returns']]} decisions {row['decisions_per_agent']} "

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import multiprocessing as mp
+import signal
 import traceback
 
 import numpy as np
@@ -47,6 +48,9 @@ class RolloutWorkerError(RuntimeError):
 
 
 def _worker(conn, game: str, episode_length: int | None) -> None:
+    # Ctrl-C reaches the whole process group; the parent decides what stops, and a worker
+    # printing its own KeyboardInterrupt traceback would bury the parent's one-line report.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     env = make(game, episode_length)
     while True:
         cmd, arg = conn.recv()
