@@ -19,8 +19,6 @@ from typing import Any, Literal
 
 import yaml
 
-from omjax.options.registry import layout_agents
-
 
 class ConfigError(ValueError):
     """A configuration file or override that cannot describe a valid run."""
@@ -286,20 +284,14 @@ class Config:
 
     def __post_init__(self) -> None:
         _check(self.seed >= 0, "seed", f"must be >= 0, got {self.seed}")
-        # Cross-field checks: each names the key to change, before any model or engine loads.
+        # Cross-field checks that need no game facts; the layout and agent count are checked
+        # against the game registry by `omjax.games.registry.check_env`.
         _check(
             not (self.policy.action_interface == "compound_json" and self.policy.decision_mode == "letter"),
             "policy.decision_mode",
             "letter mode scores menu letters, but the compound_json prompt shows no menu: "
             "set policy.decision_mode=sample",
         )
-        env = self.env
-        try:
-            agents = layout_agents(env.game, env.layout)
-        except ValueError as err:
-            raise ConfigError(f"env.layout: {err}") from None
-        _check(env.n_agents == agents, "env.n_agents",
-               f"must be {agents}: {env.game} layout {env.layout!r} has {agents} agents, got {env.n_agents}")
 
     @property
     def n_adapters(self) -> int:

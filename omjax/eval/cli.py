@@ -21,15 +21,19 @@ import dataclasses
 import sys
 from pathlib import Path
 
+import jax
 import numpy as np
+from tqdm.auto import tqdm
 
 from omjax.config import ConfigError, load_config
 from omjax.envs.meltingpot.workers import RolloutWorkerError
 from omjax.eval.results import EpisodeResult, Trajectory, read_results, render_report, trajectory_path, write_results
+from omjax.games.base import Game
 from omjax.jax_cache import enable_compilation_cache
-from omjax.models.loader import check_model
 from omjax.train.checkpoint import Checkpointer
-from omjax.train.cli import EXIT_ERROR, EXIT_FAILED, EXIT_INTERRUPTED, USER_ERRORS
+from omjax.train.cli import EXIT_ERROR, EXIT_FAILED, EXIT_INTERRUPTED, USER_ERRORS, preflight
+from omjax.train.metrics import write_jsonl_atomic
+from omjax.train.rollout import collect, decision_record
 from omjax.train.trainer import Trainer, deferred_sigint
 
 
@@ -47,65 +51,31 @@ def parse_seeds(text: str) -> list[int]:
 
 
 class _Recorder:
-    """Passes every call through to a rollout `Game`, recording what the audits need.
+    """What the audits need from a rollout, read off the `Game` after every env step
+    (`collect(..., on_step=recorder)`): positions, per-agent returns in task units (deliveries,
+    apples) and the game's extras (Commons Harvest's patches alive)."""
 
-    Optional game methods it reads after every step, when the game has them:
-    `positions()` int [K, A, 2] (x, y); `agent_returns()` float [K, A] cumulative per-agent
-    return in task units (deliveries, apples); `patches_alive()` int [K] (Commons Harvest).
-    Overcooked games without `agent_returns` get per-agent deliveries read off each step's state
-    change, and without `positions` their `states.pos`.
-    """
-
-    def __init__(self, game):
-        self._game = game
-        self._delivered_fn = None
-
-    def __getattr__(self, name):
-        return getattr(self._game, name)
-
-    def reset(self, seeds):
-        self._game.reset(seeds)
+    def __init__(self, game: Game):
+        self.walls = np.asarray(game.walls(), bool)
         self.positions: list[np.ndarray] = []
         self.patches: list[np.ndarray] = []
-        self.agent_units = np.zeros((len(seeds), self._game.n_agents))
+        self.agent_units = np.zeros((0, game.n_agents))
+        self.extras: dict[str, np.ndarray] = {}
 
-    def step(self, choices):
-        game = self._game
-        before = getattr(game, "states", None)
-        reward = game.step(choices)
-        if hasattr(game, "agent_returns"):
-            self.agent_units = np.asarray(game.agent_returns(), float)
-        else:
-            self.agent_units += self._delivered(before, game.states)
-        self.positions.append(np.asarray(game.positions() if hasattr(game, "positions") else game.states.pos))
-        if hasattr(game, "patches_alive"):
-            self.patches.append(np.asarray(game.patches_alive()))
-        return reward
-
-    def _delivered(self, before, after) -> np.ndarray:
-        if self._delivered_fn is None:
-            import jax
-
-            from omjax.interfaces.overcooked import delivered_by_agent
-
-            layout = self._game.layout
-            self._delivered_fn = jax.jit(jax.vmap(lambda s, n: delivered_by_agent(layout, s, n)))
-        return np.asarray(self._delivered_fn(before, after), float)
+    def __call__(self, game: Game) -> None:
+        self.agent_units = np.asarray(game.agent_returns(), float)
+        self.positions.append(np.asarray(game.positions()))
+        self.extras = game.extras()
+        if "patches_alive" in self.extras:
+            self.patches.append(np.asarray(self.extras["patches_alive"]))
 
     def trajectory(self, k: int = 0) -> Trajectory:
         positions = np.stack(self.positions)[:, k, :, ::-1].astype(np.int32)  # [T, A, 2] (row, col)
         patches = np.stack(self.patches)[:, k].astype(np.int32) if self.patches else None
-        return Trajectory(positions=positions, walls=self._walls(), patches_alive=patches)
-
-    def _walls(self) -> np.ndarray:
-        if hasattr(self._game, "walls"):
-            return np.asarray(self._game.walls(), bool)
-        from omjax.envs.overcooked.layout import Terrain
-
-        return np.asarray(self._game.layout.grid) != Terrain.FLOOR
+        return Trajectory(positions=positions, walls=self.walls, patches_alive=patches)
 
 
-def _episode_result(cfg, label, seed, batch, recorder, game) -> EpisodeResult:
+def _episode_result(cfg, label, seed, batch, recorder: _Recorder, game: Game) -> EpisodeResult:
     n = batch.n_agents
     unit = game.delivery_reward or 1.0
     macro = [dict() for _ in range(n)]
@@ -115,9 +85,8 @@ def _episode_result(cfg, label, seed, batch, recorder, game) -> EpisodeResult:
         opt = d.menu[d.action].opt
         counts = primitive[d.agent] if native else macro[d.agent]
         counts[opt] = counts.get(opt, 0) + 1
-    invalid = np.zeros(n, int)
-    if hasattr(game, "invalid_counts"):
-        invalid = game.invalid_counts()[0] + game.noop_counts()[0]
+    extras = recorder.extras
+    invalid = extras.get("invalid_emissions", np.zeros((1, n), int))[0] + extras.get("noop_emissions", np.zeros((1, n), int))[0]
     return EpisodeResult(
         policy=label, game=cfg.env.game, layout=cfg.env.layout, interface=cfg.policy.action_interface,
         seed=int(seed), env_steps=int(batch.steps), team_return=float(batch.returns[0] / unit),
@@ -131,21 +100,15 @@ def _episode_result(cfg, label, seed, batch, recorder, game) -> EpisodeResult:
 
 def evaluate(cfg, bank, trainer, seeds: list[int], out: Path, label: str, progress: bool = True) -> list[EpisodeResult]:
     """Play one episode per held-out seed (skipping seeds already in `out/eval.jsonl`)."""
-    import jax
-    from tqdm.auto import tqdm
-
-    from omjax.train.rollout import collect, decision_record
-    from omjax.train.metrics import write_jsonl_atomic
-
     done = {r.seed: r for r in read_results(out / "eval.jsonl")} if (out / "eval.jsonl").is_file() else {}
-    recorder = _Recorder(trainer.game)
     (out / "decisions").mkdir(parents=True, exist_ok=True)
     for seed in tqdm(seeds, desc=f"eval {label}", unit="episode", disable=not progress):
         if seed in done:
             continue
+        recorder = _Recorder(trainer.game)
         try:
-            batch = collect(recorder, trainer.decider, trainer.model.params, bank, 1, jax.random.PRNGKey(seed),
-                            seed, 0, progress=progress)
+            batch = collect(trainer.game, trainer.decider, trainer.model.params, bank, 1, jax.random.PRNGKey(seed),
+                            seed, 0, progress=progress, on_step=recorder)
         except RolloutWorkerError as err:
             raise RolloutWorkerError(f"held-out seed {seed}: {err} (finished seeds are kept; rerun this one alone "
                                      f"with --seeds {seed})") from err
@@ -251,7 +214,7 @@ def _run(args) -> int:
         cfg = load_config(args.config, args.overrides)
         label = args.label or f"frozen_{Path(args.config).stem}"
         out = Path(args.out or Path("runs") / f"eval_{label}")
-    check_model(cfg.model.name, cfg.lora)
+    preflight(cfg)
     compare = []
     for other in args.compare:
         path = Path(other)

@@ -29,7 +29,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from omjax.config import ConfigError, LoRAConfig
-from omjax.models import family as _family
+from omjax.models.families import family as _family
 
 class ModelFileError(ValueError):
     """A model file that exists but cannot be read (not a GGUF, truncated, corrupt); the

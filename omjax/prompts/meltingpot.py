@@ -18,7 +18,7 @@ from omjax.envs.meltingpot.adapter import ORIENTATIONS, SymbolicState
 from omjax.envs.meltingpot.engine import Substrate
 from omjax.envs.meltingpot.layout import Layout
 from omjax.envs.meltingpot.text import observation_text, view_mask
-from omjax.interfaces.compound_json import OUTPUT_FORMAT
+from omjax.prompts import interface as contract
 from omjax.prompts.memory import Memory
 
 STATES = {
@@ -58,31 +58,20 @@ def game_of(substrate: Substrate) -> str:
     return "cleanup" if substrate.dirt_layer is not None else "harvest"
 
 
-INTERFACES = ("options", "native", "compound_json")
-
-
 def system_message(game: str, n_agents: int, apple_reward: float = 1.0, interface: str = "options") -> str:
     """The fixed system message of an action interface: the option menu, primitive letters
     (`native`) or free JSON actions (`compound_json`, whose reply is the JSON object alone)."""
     if game not in STATES:
         raise ValueError(f"no Melting Pot prompt for game {game!r}; known: {', '.join(STATES)}")
-    if interface not in INTERFACES:
-        raise ValueError(f"unknown action interface {interface!r}; known: {', '.join(INTERFACES)}")
+    contract.check_interface(interface)
     others = n_agents - 1
     head = (f"You are an agent in a {n_agents}-player cooperative {_TITLES[game]} game.\n\n"
             f"{_GOALS[game]} Each apple eaten scores +{apple_reward:g} for the team (shared with your "
             f"{others} teammate{'s' if others != 1 else ''}).\n\n")
-    if interface == "compound_json":
-        return f"{head}{COMPOUND_TAIL}\n\n{OUTPUT_FORMAT}"
-    if interface == "native":
-        clean = "; fire clean shoots the cleaning beam ahead" if game == "cleanup" else ""
-        menu = NATIVE_TAIL.format(clean=clean)
-    else:
-        menu = "The action menu only lists currently-feasible actions. Pick one letter."
-    return (f"{head}{menu}\n\n"
-            "Output format (exactly two lines, nothing else):\n"
-            f"state: <{' | '.join(STATES[game])}>\n"
-            "choice: <single capital letter>")
+    clean = "; fire clean shoots the cleaning beam ahead" if game == "cleanup" else ""
+    menu = {"options": contract.OPTIONS_MENU_RULE, "native": NATIVE_TAIL.format(clean=clean),
+            "compound_json": COMPOUND_TAIL}
+    return contract.system_message(head, interface, menu[interface], STATES[game])
 
 
 def state_label(game: str, state: SymbolicState, agent: int) -> str:
@@ -109,13 +98,12 @@ def others_in_view(state: SymbolicState, agent: int) -> str:
 
 
 def user_message(substrate: Substrate, layout: Layout, state: SymbolicState, agent: int, menu_text: str,
-                 memory: Memory, horizon: int, header: str = "Action menu:",
-                 rule: str = "Choose one. Reply with exactly two lines.") -> str:
-    """The per-decision user message: observation, teammates in view, memory, lettered menu (or,
-    with another `header` and `rule`, the compound-JSON action vocabulary)."""
+                 memory: Memory, horizon: int, interface: str = "options") -> str:
+    """The per-decision user message: observation, teammates in view, memory, and the
+    interface's action block around `menu_text` (the lettered menu or the JSON vocabulary)."""
     lines = [observation_text(substrate, layout, state, agent, horizon), others_in_view(state, agent), "", "Memory:"]
     macros = memory.last_macros
     lines.append(f"- Last {memory.macros} macros decided: {', '.join(macros) if macros else '(none)'}")
     lines.append(f"- Total reward last {memory.window} steps: {memory.recent_reward:g}")
-    lines += ["", header, menu_text, "", rule]
+    lines += contract.action_block(interface, menu_text)
     return "\n".join(lines)

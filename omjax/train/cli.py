@@ -20,6 +20,7 @@ from pathlib import Path
 
 from omjax.config import Config, ConfigError, load_config
 from omjax.envs.meltingpot.workers import RolloutWorkerError
+from omjax.games.registry import check_env
 from omjax.jax_cache import enable_compilation_cache
 from omjax.models.loader import ModelFileError, check_model
 from omjax.train.checkpoint import CheckpointError
@@ -50,6 +51,13 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
+def preflight(cfg: Config) -> None:
+    """What can be checked before any model or engine loads, as one ConfigError naming the key:
+    the layout and agent count against the game registry, the model file and LoRA targets."""
+    check_env(cfg.env)
+    check_model(cfg.model.name, cfg.lora)
+
+
 def _config(args) -> Config:
     """The run's config; a fresh run's directory is checked (and cleared under --overwrite)."""
     if args.resume:
@@ -62,7 +70,7 @@ def _config(args) -> Config:
         cfg = load_config(saved, [*args.overrides, f"run.out_dir={run_dir}"])
     else:
         cfg = load_config(args.config, args.overrides)
-    check_model(cfg.model.name, cfg.lora)
+    preflight(cfg)
     run_dir = Path(cfg.run.out_dir)
     if not args.resume and run_dir.exists():
         if not run_dir.is_dir():

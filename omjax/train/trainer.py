@@ -23,10 +23,10 @@ from tqdm.auto import tqdm
 
 from omjax.config import Config, LoRAConfig, dump_config
 from omjax.envs.meltingpot.workers import RolloutWorkerError
+from omjax.games import make_game
 from omjax.models import lora as lora_lib
 from omjax.train import grpo
 from omjax.train.checkpoint import Checkpointer, TrainState
-from omjax.train.games import make_game
 from omjax.train.metrics import MetricsLog, plot_learning_curve, write_jsonl_atomic
 from omjax.train.policy import LetterPolicy, SamplePolicy
 from omjax.train.rollout import Decider, RolloutBatch, collect, decision_record, update_inputs
@@ -93,7 +93,7 @@ class Trainer:
         self.model = model if model is not None else load(cfg.model.name, dtype=dtype)
         self.lora_cfg = cfg.lora
         self.policy = make_policy(cfg, self.model, self.lora_cfg)
-        self.game = game if game is not None else make_game(cfg.env, cfg.policy.action_interface, cfg.train.rollouts)
+        self.game = game if game is not None else make_game(cfg.env, cfg.policy.action_interface)
         self.decider = Decider(self.policy, self.model.tokenizer, cfg.policy)
         t = cfg.train
         self.optimizer = make_optimizer(t.lr, t.max_grad_norm, t.adam_b1, t.adam_b2, t.adam_eps)

@@ -13,7 +13,7 @@ import pytest
 from omjax.envs.meltingpot import make
 from omjax.options import meltingpot_common as mp
 from omjax.options.menu import GuardTable, hidden_mask, hidden_mask_reference
-from omjax.options.registry import guard_path, load_game
+from omjax.games.registry import guard_path, library
 from omjax.options.synthesis import REASON_KEY, Guard, read_guards
 
 DATA = os.path.join(os.path.dirname(__file__), "..", "data", "meltingpot")
@@ -28,7 +28,7 @@ def _load_states(game):
 
 @pytest.mark.parametrize("game", ["cleanup", "harvest"])
 def test_jax_and_numpy_guard_evaluators_equal_python_on_recorded_states(game):
-    module = load_game(game)
+    module = library(game)
     states = _load_states(game)
     assert len(states) >= 1000
     env = make(game)
@@ -71,7 +71,7 @@ def test_guard_files_regenerate_byte_identical_in_fresh_processes(game, tmp_path
     import subprocess
     import sys
 
-    for variant in load_game(game).VARIANTS:
+    for variant in library(game).VARIANTS:
         out = tmp_path / f"{game}_{variant}.jsonl"
         subprocess.run([sys.executable, "-m", "omjax", "guards", "--game", game, "--layout", variant,
                         "--quiet", "--out", str(out)], check=True, capture_output=True)

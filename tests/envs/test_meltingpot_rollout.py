@@ -10,7 +10,7 @@ from omjax.envs.meltingpot.workers import EnvPool
 from omjax.options import cleanup
 from omjax.options import meltingpot_common as mp
 from omjax.options.menu import episode_rng
-from omjax.options.registry import guard_path
+from omjax.games.registry import guard_path
 from omjax.options.schema import SUCCESS
 from omjax.options.synthesis import read_guards
 

@@ -13,10 +13,10 @@ import pytest
 from omjax.envs.meltingpot import CommonsHarvest
 from omjax.options import harvest
 from omjax.options import meltingpot_common as mp
-from omjax.options.cli import main as options_cli
+from omjax.games.cli import main as options_cli
 from omjax.options.menu import Instance
 from omjax.options.records import load_npz
-from omjax.options.registry import guard_path
+from omjax.games.registry import guard_path
 from omjax.options.schema import SUCCESS, Reason
 from omjax.options.synthesis import certificate_violations, read_guards, synthesize
 

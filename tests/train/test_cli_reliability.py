@@ -56,7 +56,7 @@ def test_a_fresh_run_never_writes_into_a_finished_run(tiny_dir, tmp_path, capsys
     ("lora.targets=[qkv]", "lora.targets: unknown LoRA targets ['qkv']"),
     ("lora.top_layers=9", "lora.top_layers: 9 but model"),
     ("model.name=/nonexistent/model.gguf", "model.name: no model at /nonexistent/model.gguf"),
-    ("env.game=cleanup", "env.layout: game 'cleanup' has no layout 'asymmetric_advantages'"),
+    ("env.game=cleanup", "env.layout: game 'cleanup' has no layout 'asymmetric_advantages': expected"),
 ])
 def test_bad_input_is_one_line_naming_the_key_with_exit_code_2(tiny_dir, tmp_path, capsys, override, key):
     t0 = time.perf_counter()

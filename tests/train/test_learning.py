@@ -10,15 +10,12 @@ from omjax.train.trainer import RunInterrupted, Trainer
 
 from bandit import PAY, MenuBandit
 
-N_AGENTS = 4
+N_AGENTS = 3
 
 
 def config(tmp_path, *extra):
-    # The bandit game replaces the config's; its layout is one with N_AGENTS players, so the
-    # config itself stays consistent.
     return load_config(None, [
-        "env.layout=multiplayer_schelling", f"env.n_agents={N_AGENTS}", "env.horizon=2", "lora.rank=4", "lora.alpha=8",
-        "lora.targets=q,v,o,up,down",
+        "env.n_agents=3", "env.horizon=2", "lora.rank=4", "lora.alpha=8", "lora.targets=q,v,o,up,down",
         "train.rollouts=8", "train.lr=0.03", "train.minibatch_size=8", "train.kl_coef=0.01",
         "policy.temperature=1.0", "run.progress=false", "run.plot_every=100", f"run.out_dir={tmp_path}", *extra,
     ])
@@ -95,7 +92,7 @@ def test_shared_lora_trains_one_adapter_on_all_decisions(tiny_model, tmp_path):
     state = trainer.init_state()
     assert jax.tree.leaves(state.bank)[0].shape[0] == 1
     state, row, _ = trainer.round(state)
-    assert row["grad_steps"] == [2 * N_AGENTS * 16 // 8]  # E epochs x (agents x 16 decisions / minibatch 8)
+    assert row["grad_steps"] == [2 * 48 // 8]  # E epochs x (3 agents x 16 decisions / minibatch 8)
 
 
 def test_frozen_base_collects_but_never_updates(tiny_model, tmp_path):
