@@ -1,7 +1,7 @@
 """The one game registry: canonical names, aliases, option libraries, guard files and `make_game`.
 
-Every game has one canonical name (`overcooked`, `cleanup`, `harvest`); `canonical_game`
-also accepts the names the engines and papers use (`clean_up`, `commons_harvest`,
+Every game has one canonical name (`omjax.config.GAMES`: `overcooked`, `cleanup`, `harvest`,
+the only spellings a config takes); `canonical_game` (the command line) also accepts the names the engines and papers use (`clean_up`, `commons_harvest`,
 `commons_harvest__open`, ...). A game brings
 
 * its option library (`library(game)`, a `GameLibrary`: what `omjax burnin | guards | menu`
@@ -17,7 +17,7 @@ import os
 from types import MappingProxyType
 from typing import Protocol, runtime_checkable
 
-from omjax.config import EnvConfig
+from omjax.config import GAMES, EnvConfig
 from omjax.games.base import Game
 from omjax.games.meltingpot import (SUBSTRATES, MeltingPotCompoundGame, MeltingPotNativeGame,
                                     MeltingPotOptionsGame, resolve_library)
@@ -28,9 +28,6 @@ from omjax.options.records import RecordTable
 from omjax.options.schema import Schema
 from omjax.options.synthesis import Guard
 from omjax.prompts.interface import INTERFACES
-
-GAMES = ("overcooked", "cleanup", "harvest")
-"""Canonical game names."""
 
 ALIASES = MappingProxyType({
     "clean_up": "cleanup", "commons_harvest": "harvest", "commons_harvest__open": "harvest",
