@@ -18,7 +18,6 @@ class MenuBandit(Game):
     game = "bandit"
     interface = "options"
     delivery_reward = 1.0
-    state_labels = ("state",)
 
     def __init__(self, n_agents: int, horizon: int, flat: bool = False, fail_at_call: int | None = None):
         self.n_agents, self.horizon, self.flat = n_agents, horizon, flat
@@ -48,6 +47,9 @@ class MenuBandit(Game):
 
     def user_message(self, k, agent, menu, memory):
         return "you are player . menu :\n" + "\n".join(f"{it.letter} ) {it.label}" for it in menu)
+
+    def state_labels(self):
+        return ("state",)
 
     def state_label(self, k, agent):
         return "state"
