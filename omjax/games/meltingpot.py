@@ -88,7 +88,6 @@ class MeltingPotGame(Game):
         if game not in SUBSTRATES:
             raise ValueError(f"unknown Melting Pot game {game!r}; known: {', '.join(SUBSTRATES)}")
         self.game = game
-        self.state_labels = prompts.STATES[game]
         self.horizon = int(horizon)
         self.reward_shaping = float(reward_shaping)
         # Layout and action names only; the episodes run in the workers.
@@ -161,6 +160,9 @@ class MeltingPotGame(Game):
     # ------------------------------------------------------------------ prompts
     def system_message(self) -> str:
         return self._system
+
+    def state_labels(self) -> tuple[str, ...]:
+        return prompts.STATES[self.game]
 
     def state_label(self, k: int, agent: int) -> str:
         return prompts.state_label(self.game, self.states[k], agent)

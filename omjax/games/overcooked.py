@@ -61,7 +61,6 @@ class OvercookedGame(Game):
     """K episodes on one layout: host-side states, delivery counts, prompts (interface-neutral)."""
 
     game = "overcooked"
-    state_labels = prompts.STATES
 
     def __init__(self, layout: str, horizon: int, interface: str, reward_shaping: float = 0.0):
         self.lib = library(layout)
@@ -113,6 +112,9 @@ class OvercookedGame(Game):
     def user_message(self, k: int, agent: int, menu: list[MenuItem], memory: Memory) -> str:
         return prompts.user_message(self.lib, self._state(k), agent, self._menu_text(k, agent, menu), memory,
                                     self.horizon, self.interface)
+
+    def state_labels(self) -> tuple[str, ...]:
+        return prompts.STATES
 
     def state_label(self, k: int, agent: int) -> str:
         return prompts.state_label(self.lib, self._state(k), agent)
