@@ -107,6 +107,11 @@ class EnvConfig:
     dish picked up, +5 soup plated). The paper trains on deliveries alone (0); short CPU
     episodes, where no soup can be delivered, need it for a learning signal."""
 
+    prompt_advice: bool = False
+    """Add strategy advice the paper's prompts do not give to the Melting Pot system messages
+    ("the team needs both cleaners and eaters", "restraint keeps the patches alive"). Off in the
+    paper and in every shipped config: such hints confound the emergence of roles and restraint."""
+
     def __post_init__(self) -> None:
         _check(self.reward_shaping >= 0, "env.reward_shaping", "must be >= 0")
         _check(self.game in GAMES, "env.game", f"must be one of {GAMES}, got {self.game!r}")

@@ -26,7 +26,7 @@ import numpy as np
 from omjax.envs.meltingpot import engine, make
 from omjax.games.meltingpot import SUBSTRATES
 from omjax.games.registry import guard_path, library
-from omjax.options import meltingpot_common as mp
+from omjax.options import meltingpot as mp
 from omjax.options.menu import episode_rng
 from omjax.options.synthesis import read_guards
 
@@ -58,12 +58,12 @@ class _Options:
     """The adapter under a uniform random policy over the guarded option menus."""
 
     def __init__(self, game: str, variant: str, seed: int):
-        lib_mod = library(game)
-        self.lib = lib_mod.library(variant)
+        libraries = library(game)
+        self.lib = libraries.library(variant)
         names = self.lib.schema.option_names
-        self.guards = [g for g in read_guards(guard_path(game, variant), lib_mod.SCHEMA) if g.opt in names]
+        self.guards = [g for g in read_guards(guard_path(game, variant), libraries.SCHEMA) if g.opt in names]
         self.env = make(game)
-        self.ctx = mp.make_ctx(self.env, lib_mod.regions(self.env))
+        self.ctx = mp.make_ctx(self.env, libraries.regions(self.env))
         self.rng = np.random.default_rng(seed)
         self.seed, self.episode = seed, 0
         self.decisions = 0

@@ -18,6 +18,7 @@ import abc
 
 import numpy as np
 
+from omjax.interfaces.native import NativeActionSet
 from omjax.options.menu import MenuItem
 from omjax.prompts.memory import Memory
 from omjax.prompts.reply import parse_reply
@@ -45,6 +46,11 @@ class Game(abc.ABC):
     @abc.abstractmethod
     def reset(self, seeds: list[int]) -> None:
         """Start len(seeds) = K episodes; `seeds` fix each episode's initial state."""
+
+    @property
+    @abc.abstractmethod
+    def n_episodes(self) -> int:
+        """K, the episodes of the last `reset`."""
 
     @abc.abstractmethod
     def needs_decision(self) -> np.ndarray:
@@ -112,3 +118,26 @@ class Game(abc.ABC):
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+class NativeActions:
+    """The native-action interface of any `Game` (Ablations A and C): every agent decides at every
+    env step among the game's primitive actions, a fixed menu lettered in env action order
+    (never filtered or shuffled; `MenuItem.index` is the env action), falling back to `idle`."""
+
+    interface = "native"
+
+    def use_actions(self, actions: NativeActionSet, idle: str) -> None:
+        self.actions = actions
+        self._menu = [MenuItem(letter=letter, index=k, opt=name, target=None, label=name)
+                      for k, (letter, name) in enumerate(zip(actions.letters, actions.names))]
+        self._idle = actions.names.index(idle)
+
+    def needs_decision(self) -> np.ndarray:
+        return np.ones((self.n_episodes, self.n_agents), bool)
+
+    def menu(self, k: int, agent: int, rng: np.random.Generator) -> list[MenuItem]:
+        return list(self._menu)
+
+    def fallback(self, k: int, agent: int, menu: list[MenuItem]) -> int:
+        return next(pos for pos, item in enumerate(menu) if item.index == self._idle)

@@ -5,7 +5,7 @@ EnvPool`); the game keeps every episode's `SymbolicState` on the host and drives
 of `omjax.envs.meltingpot` one env step at a time:
 
 * `options` (the method): an agent decides only when its option has terminated. Its menu is
-  `meltingpot_common.menu` (instances per visible target, guard-filtered, letters from the
+  `omjax.options.meltingpot.menu` (instances per visible target, guard-filtered, letters from the
   engine's per-episode, per-agent RNG); the chosen instance starts with `mp.start`, every agent
   emits `mp.act`'s primitive, the K engines step together, and `mp.advance` ends options.
 * `native` (Ablations A and C): every agent decides at every step among the substrate's
@@ -37,11 +37,11 @@ from omjax.envs.meltingpot import make
 from omjax.envs.meltingpot.adapter import SymbolicState
 from omjax.envs.meltingpot.probes import Probes, probes_decisions, probes_init, probes_step
 from omjax.envs.meltingpot.workers import EnvPool, RolloutWorkerError, WorkerCrash
-from omjax.games.base import Game
+from omjax.games.base import Game, NativeActions
 from omjax.interfaces.compound_json import EmissionLedger, render_vocabulary
 from omjax.interfaces.native import primitive_actions
 from omjax.options import cleanup, harvest
-from omjax.options import meltingpot_common as mp
+from omjax.options import meltingpot as mp
 from omjax.options.menu import MenuItem, label, letter, render_menu
 from omjax.options.synthesis import read_guards
 from omjax.prompts import meltingpot as prompts
@@ -63,7 +63,7 @@ def engine_seed(seed: int) -> int:
     return int(seed) & 0x7FFF_FFFF
 
 
-LIBRARIES = {"cleanup": cleanup, "harvest": harvest}
+LIBRARIES = {"cleanup": cleanup.LIBRARY, "harvest": harvest.LIBRARY}
 """Game -> its option libraries."""
 
 
@@ -84,7 +84,7 @@ class MeltingPotGame(Game):
 
     interface = "options"
 
-    def __init__(self, game: str, horizon: int, reward_shaping: float = 0.0):
+    def __init__(self, game: str, horizon: int, reward_shaping: float = 0.0, advice: bool = False):
         if game not in SUBSTRATES:
             raise ValueError(f"unknown Melting Pot game {game!r}; known: {', '.join(SUBSTRATES)}")
         self.game = game
@@ -105,7 +105,7 @@ class MeltingPotGame(Game):
         self.states: list[SymbolicState] = []
         self._probes: list[Probes] = []
         self._apples = np.zeros((0, self.n_agents), np.int64)
-        self._system = prompts.system_message(game, self.n_agents, APPLE_REWARD, self.interface)
+        self._system = prompts.system_message(game, self.n_agents, APPLE_REWARD, self.interface, advice)
 
     # ------------------------------------------------------------------ episodes
     def reset(self, seeds: list[int]) -> None:
@@ -117,6 +117,10 @@ class MeltingPotGame(Game):
         self.states = self._checked(self._pool.reset([engine_seed(s) for s in seeds]))
         self._probes = [probes_init(s, self.layout.shape) for s in self.states]
         self._apples = np.zeros((len(seeds), self.n_agents), np.int64)
+
+    @property
+    def n_episodes(self) -> int:
+        return len(self.states)
 
     def _checked(self, results: list) -> list[SymbolicState]:
         for slot, r in enumerate(results):
@@ -198,14 +202,15 @@ class MeltingPotGame(Game):
 class MeltingPotOptionsGame(MeltingPotGame):
     """The option-menu interface: call-and-return options, asynchronous decisions."""
 
-    def __init__(self, game: str, horizon: int, variant: str, guards_path: str, reward_shaping: float = 0.0):
-        super().__init__(game, horizon, reward_shaping)
-        module = LIBRARIES[game]
-        self.lib = module.library(variant)
-        self.ctx = mp.make_ctx(self.static, module.regions(self.static))
+    def __init__(self, game: str, horizon: int, variant: str, guards_path: str, reward_shaping: float = 0.0,
+                 advice: bool = False):
+        super().__init__(game, horizon, reward_shaping, advice)
+        libraries = LIBRARIES[game]
+        self.lib = libraries.library(variant)
+        self.ctx = mp.make_ctx(self.static, libraries.regions(self.static))
         names = set(self.lib.schema.option_names)
         # A guard file may hold the guards of every library of the game (its union schema).
-        self.guards = [g for g in read_guards(guards_path, module.SCHEMA) if g.opt in names] if guards_path else []
+        self.guards = [g for g in read_guards(guards_path, libraries.SCHEMA) if g.opt in names] if guards_path else []
         self._wait = {o for o, kind in enumerate(self.lib.options) if kind.kind == "wait"}
         self.running: list[list[mp.Execution | None]] = []
         self._insts: dict[tuple[int, int], list] = {}
@@ -267,8 +272,8 @@ class MeltingPotCompoundGame(EmissionLedger, MeltingPotOptionsGame):
 
     interface = "compound_json"
 
-    def __init__(self, game: str, horizon: int, variant: str, reward_shaping: float = 0.0):
-        super().__init__(game, horizon, variant, guards_path="", reward_shaping=reward_shaping)
+    def __init__(self, game: str, horizon: int, variant: str, reward_shaping: float = 0.0, advice: bool = False):
+        super().__init__(game, horizon, variant, guards_path="", reward_shaping=reward_shaping, advice=advice)
         self.reset_ledger(0, self.n_agents)
 
     def reset(self, seeds: list[int]) -> None:
@@ -297,26 +302,12 @@ class MeltingPotCompoundGame(EmissionLedger, MeltingPotOptionsGame):
         return {**super().extras(), "invalid_emissions": self.invalid_counts(), "noop_emissions": self.noop_counts()}
 
 
-class MeltingPotNativeGame(MeltingPotGame):
-    """Primitive letters, one LLM decision per agent per env step (Ablations A and C)."""
+class MeltingPotNativeGame(NativeActions, MeltingPotGame):
+    """Primitive letters (A-I in Cleanup, A-H in Harvest), one LLM decision per agent per env step."""
 
-    interface = "native"
-
-    def __init__(self, game: str, horizon: int, reward_shaping: float = 0.0):
-        super().__init__(game, horizon, reward_shaping)
-        self.actions = primitive_actions(self.substrate)
-        self._menu = [MenuItem(letter=letter, index=k, opt=name, target=None, label=name)
-                      for k, (letter, name) in enumerate(zip(self.actions.letters, self.actions.names))]
-        self._noop = self.actions.names.index("noop")
-
-    def needs_decision(self) -> np.ndarray:
-        return np.ones((len(self.states), self.n_agents), bool)
-
-    def menu(self, k: int, agent: int, rng: np.random.Generator) -> list[MenuItem]:
-        return list(self._menu)
-
-    def fallback(self, k: int, agent: int, menu: list[MenuItem]) -> int:
-        return next(pos for pos, item in enumerate(menu) if item.index == self._noop)
+    def __init__(self, game: str, horizon: int, reward_shaping: float = 0.0, advice: bool = False):
+        super().__init__(game, horizon, reward_shaping, advice)
+        self.use_actions(primitive_actions(self.substrate), idle="noop")
 
     def step(self, choices: np.ndarray) -> np.ndarray:
         return self._step_envs(np.asarray(choices), self.needs_decision())

@@ -26,7 +26,7 @@ import numpy as np
 from omjax.envs.overcooked.env import initial_state, transition
 from omjax.envs.overcooked.items import Item
 from omjax.envs.overcooked.layout import Terrain
-from omjax.games.base import Game
+from omjax.games.base import Game, NativeActions
 from omjax.interfaces.compound_json import EmissionLedger, render_vocabulary
 from omjax.interfaces.native import native_action_set
 from omjax.options import menu as menu_mod
@@ -96,6 +96,10 @@ class OvercookedGame(Game):
         self._host = jax.tree.map(np.asarray, states)
         self.deliveries += np.round(np.asarray(sparse) / self.delivery_reward).astype(np.int64)
         return np.asarray(reward, np.float64)
+
+    @property
+    def n_episodes(self) -> int:
+        return len(self.deliveries)
 
     def _state(self, k: int):
         return jax.tree.map(lambda x: x[k], self._host)
@@ -173,15 +177,12 @@ class OvercookedOptionsGame(OvercookedGame):
         """Hook: the executions that ended this step (valid bool [K, A]) and their outcomes."""
 
 
-class OvercookedNativeGame(OvercookedGame):
-    """Primitive actions, one LLM decision per agent per env step."""
+class OvercookedNativeGame(NativeActions, OvercookedGame):
+    """Primitive actions (N, S, E, W, STAY, INTERACT), one LLM decision per agent per env step."""
 
     def __init__(self, layout: str, horizon: int, reward_shaping: float = 0.0):
         super().__init__(layout, horizon, "native", reward_shaping)
-        self.actions = native_action_set("overcooked")
-        self._menu = [MenuItem(letter=letter, index=k, opt=name, target=None, label=name)
-                      for k, (letter, name) in enumerate(zip(self.actions.letters, self.actions.names))]
-        self._stay = self.actions.names.index("stay")
+        self.use_actions(native_action_set("overcooked"), idle="stay")
         lay = self.layout
 
         def one(state, actions):
@@ -189,15 +190,6 @@ class OvercookedNativeGame(OvercookedGame):
             return nxt, self._reward(state, nxt, sparse), sparse
 
         self._step = jax.jit(jax.vmap(one))
-
-    def needs_decision(self) -> np.ndarray:
-        return np.ones((len(self.deliveries), self.n_agents), bool)
-
-    def menu(self, k: int, agent: int, rng: np.random.Generator) -> list[MenuItem]:
-        return list(self._menu)
-
-    def fallback(self, k: int, agent: int, menu: list[MenuItem]) -> int:
-        return next(pos for pos, item in enumerate(menu) if item.index == self._stay)
 
     def step(self, choices: np.ndarray) -> np.ndarray:
         states, reward, sparse = self._step(self.states, jnp.asarray(choices, jnp.int32))

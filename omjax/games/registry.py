@@ -70,7 +70,7 @@ class GameLibrary(Protocol):
         ...
 
 
-_LIBRARIES: dict[str, GameLibrary] = {"overcooked": overcooked, "cleanup": cleanup, "harvest": harvest}
+_LIBRARIES: dict[str, GameLibrary] = {"overcooked": overcooked, "cleanup": cleanup.LIBRARY, "harvest": harvest.LIBRARY}
 
 
 def canonical_game(name: str) -> str:
@@ -128,10 +128,11 @@ def _meltingpot(env: EnvConfig, interface: str) -> Game:
     game = canonical_game(env.game)
     variant = resolve_library(game, env.layout)
     if interface == "options":
-        return MeltingPotOptionsGame(game, env.horizon, variant, guards_file(env, variant), env.reward_shaping)
+        return MeltingPotOptionsGame(game, env.horizon, variant, guards_file(env, variant), env.reward_shaping,
+                                     env.prompt_advice)
     if interface == "native":
-        return MeltingPotNativeGame(game, env.horizon, env.reward_shaping)
-    return MeltingPotCompoundGame(game, env.horizon, variant, env.reward_shaping)
+        return MeltingPotNativeGame(game, env.horizon, env.reward_shaping, env.prompt_advice)
+    return MeltingPotCompoundGame(game, env.horizon, variant, env.reward_shaping, env.prompt_advice)
 
 
 _FACTORIES = {"overcooked": _overcooked, "cleanup": _meltingpot, "harvest": _meltingpot}

@@ -172,7 +172,7 @@ def check_model(path_or_name: str | os.PathLike, lora: LoRAConfig) -> None:
 
 
 def _tokenizer(directory: Path):
-    from transformers import AutoTokenizer
+    from transformers import AutoTokenizer  # heavy; only loads that want a tokenizer pay for it
 
     return AutoTokenizer.from_pretrained(str(directory))
 
@@ -186,7 +186,7 @@ _ST_DTYPES = {"F64": np.float64, "F32": np.float32, "F16": np.float16, "I64": np
 
 def _st_dtype(code: str):
     if code == "BF16":
-        import ml_dtypes
+        import ml_dtypes  # only bf16 checkpoints need it
 
         return ml_dtypes.bfloat16
     if code not in _ST_DTYPES:
@@ -350,6 +350,7 @@ def gguf_snapshot(path: Path) -> Path:
     out = _gguf_cache_dir(path)
     if (out / "config.json").exists():
         return out
+    # Only a first GGUF conversion needs these (heavy, optional): the converted snapshot is cached.
     import gguf
     from transformers import AutoTokenizer
 

@@ -24,6 +24,7 @@ from tqdm.auto import tqdm
 from omjax.config import Config, LoRAConfig, dump_config
 from omjax.envs.meltingpot.workers import RolloutWorkerError
 from omjax.games import make_game
+from omjax.models import load
 from omjax.models import lora as lora_lib
 from omjax.train import grpo
 from omjax.train.checkpoint import Checkpointer, TrainState
@@ -85,8 +86,6 @@ class Trainer:
     def __init__(self, cfg: Config, model: Any = None, run_dir: str | Path | None = None, game: Any = None):
         """`model` (an `omjax.models.load` result) and `game` (a `Game`) default to the ones the
         config names; passing them lets tests and notebooks reuse a loaded backbone."""
-        from omjax.models import load
-
         self.cfg = cfg
         self.run_dir = Path(run_dir or cfg.run.out_dir)
         dtype = jnp.float32 if cfg.model.dtype == "float32" else jnp.bfloat16

@@ -181,7 +181,7 @@ def commons_harvest() -> Substrate:
 # `lj_prng_seed_secure` with a stub that writes a fixed PRNG state and returns success. With it,
 # most episodes are pure functions of (env seed, actions); object-keyed tables still iterate in
 # address order, so bit-identical runs also need a single-threaded process without address
-# randomisation (`omjax.options.meltingpot_common.isolated_burnin`). Seen here: unpinned, episodes
+# randomisation (`omjax.envs.meltingpot.isolated`). Seen here: unpinned, episodes
 # differed even without address randomisation; pinned, they differed now and then across
 # processes; pinned in such a process, every run was identical. Only x86-64 Linux is
 # patched; the symbol is looked up in the extension's ELF symbol table, so another dmlab2d build

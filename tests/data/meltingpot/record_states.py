@@ -18,7 +18,7 @@ import numpy as np
 
 from omjax.envs.meltingpot import make
 from omjax.envs.meltingpot.adapter import SymbolicState
-from omjax.options import meltingpot_common as mp
+from omjax.options import meltingpot as mp
 from omjax.games.registry import library
 
 HERE = os.path.dirname(os.path.abspath(__file__))

@@ -15,7 +15,7 @@ from omjax.games.meltingpot import engine_seed
 from omjax.games.registry import guard_path, make_game
 from omjax.interfaces.native import primitive_actions
 from omjax.options import cleanup
-from omjax.options import meltingpot_common as mp
+from omjax.options import meltingpot as mp
 from omjax.options.menu import episode_rng
 from omjax.options.synthesis import read_guards
 from omjax.prompts.memory import Memory
@@ -58,8 +58,8 @@ def test_cleanup_rollout_equals_the_adapter_loop():
         returns = game.agent_returns()
     assert all(s.done for s in states[-1])
 
-    lib = cleanup.library("lib_a")
-    guards = [g for g in read_guards(guard_path("cleanup", "lib_a"), cleanup.SCHEMA) if g.opt in lib.schema.option_names]
+    lib = cleanup.LIBRARY.library("lib_a")
+    guards = [g for g in read_guards(guard_path("cleanup", "lib_a"), cleanup.LIBRARY.SCHEMA) if g.opt in lib.schema.option_names]
     env = CleanUp(horizon)
     ctx = mp.make_ctx(env, cleanup.regions(env))
     for k, seed in enumerate(seeds):
