@@ -7,14 +7,17 @@ same, so every cohort has zero spread.
 
 import numpy as np
 
+from omjax.games.base import Game
 from omjax.options.menu import MenuItem
 
 OPTIONS = ("wait", "pick", "pay", "drop")
 PAY = OPTIONS.index("pay")
 
 
-class MenuBandit:
+class MenuBandit(Game):
+    game, interface = "bandit", "options"
     delivery_reward = 1.0
+    state_labels = ("state",)
 
     def __init__(self, n_agents: int, horizon: int, flat: bool = False, fail_at_call: int | None = None):
         self.n_agents, self.horizon, self.flat = n_agents, horizon, flat
@@ -24,6 +27,19 @@ class MenuBandit:
 
     def reset(self, seeds):
         self.k = len(seeds)
+
+    @property
+    def n_episodes(self):
+        return self.k
+
+    def positions(self):
+        return np.zeros((self.k, self.n_agents, 2), np.int32)
+
+    def walls(self):
+        return np.zeros((1, 1), bool)
+
+    def agent_returns(self):
+        return np.zeros((self.k, self.n_agents))
 
     def needs_decision(self):
         return np.ones((self.k, self.n_agents), bool)
