@@ -28,6 +28,7 @@ import json
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import jax
 import jax.numpy as jnp
@@ -175,9 +176,15 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--env-steps", type=int, default=None, help="steps per timed env call (default 400; tiny: 10)")
     p.add_argument("--repeats", type=int, default=None, help="timed calls after the compiling one (default 2; tiny: 1)")
     p.add_argument("--no-env", action="store_true", help="skip the env steps/s measure")
+    p.add_argument("--env-only", action="store_true", help="only the env steps/s measure")
+    p.add_argument("--report", metavar="DIR",
+                   help="merge the JSON lines of DIR/<backbone>.jsonl and DIR/env.jsonl (experiments/"
+                        "gpu_check.sh) into DIR/gpu_check.json and DIR/gpu_check.md, measuring nothing")
     p.add_argument("--in-process", action="store_true",
                    help="run every backbone in this process (the default on the CPU)")
     args = p.parse_args(argv)
+    if args.report:
+        return write_report(Path(args.report))
     tiny = args.tiny
     for name, full, small in (("prompt_tokens", 768, 32), ("update_decisions", 16, 8), ("env_batch", 4096, 16),
                               ("env_steps", 400, 10), ("repeats", 2, 1)):
@@ -186,7 +193,7 @@ def main(argv: list[str] | None = None) -> int:
     for name in ("seeds", "prompt_tokens", "update_decisions", "env_batch", "env_steps", "repeats"):
         if getattr(args, name) < 1:
             p.error(f"--{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}")
-    names = [m for m in args.models.split(",") if m]
+    names = [] if args.env_only else [m for m in args.models.split(",") if m]
     unknown = sorted(set(names) - set(configs.PUBLISHED))
     if unknown:
         p.error(f"unknown --models {unknown}; choose from {sorted(configs.PUBLISHED)}")
@@ -201,3 +208,46 @@ def main(argv: list[str] | None = None) -> int:
     out["wall_s"] = time.perf_counter() - t0
     print(json.dumps(out))
     return 0
+
+
+def _gib(x) -> str:
+    return "–" if x is None else f"{x / 2 ** 30:.1f}"
+
+
+def write_report(out: Path) -> int:
+    """gpu_check.json and gpu_check.md from the per-backbone and env JSON lines in `out`."""
+    rows, env = [], None
+    for name in configs.PUBLISHED:
+        path = out / f"{name}.jsonl"
+        if path.is_file():
+            rows += json.loads(path.read_text().strip().splitlines()[-1])["backbones"]
+    if (out / "env.jsonl").is_file():
+        env = json.loads((out / "env.jsonl").read_text().strip().splitlines()[-1]).get("env")
+    merged = {"bench": "gpu", "backend": jax.devices()[0].platform, "device": jax.devices()[0].device_kind,
+              "backbones": rows, "env": env}
+    (out / "gpu_check.json").write_text(json.dumps(merged, indent=1) + "\n")
+    lines = [f"# omjax GPU check on {merged['device']}", "",
+             "| backbone | params | decisions/s, 2 agents x 5 seeds | decisions/s, 7 agents x 5 seeds "
+             "| update s (compile s) | peak GiB | estimate GiB |", "| --- | --- | --- | --- | --- | --- | --- |"]
+    for r in rows:
+        if "error" in r:
+            lines.append(f"| {r['backbone']} | {r['error']} | | | | | |")
+            continue
+        u = r["update"]
+        lines.append(f"| {r['backbone']} | {r['params'] / 1e9:.2f} B | {r['decide_A2']['decisions_per_s']:.0f} "
+                     f"| {r['decide_A7']['decisions_per_s']:.0f} | {u['update_s']:.2f} ({u['compile_s']:.0f}) "
+                     f"| {_gib(r['peak_bytes'])} | {_gib(u['estimate_bytes'])} |")
+    if env and "error" not in env:
+        lines += ["", f"JAX Overcooked ({env['layout']}, {env['envs']} envs, random actions): "
+                      f"{env['steps_per_s']:,.0f} steps/s"]
+    elif env:
+        lines += ["", f"JAX Overcooked: {env['error']}"]
+    if rows and "update" in rows[0]:
+        u = rows[0]["update"]
+        lines += ["", f"Update: {u['adapters']} adapters ({u['seeds']} seeds x {u['agents']} agents), "
+                      f"{u['decisions_per_adapter']} decisions of {u['prompt_tokens']} tokens each, rank {u['rank']}, "
+                      f"{u['epochs']} epochs of minibatch {u['minibatch']}, remat; decide rows pad to a power of two."]
+    (out / "gpu_check.md").write_text("\n".join(lines) + "\n")
+    print("\n".join(lines))
+    return 0
+

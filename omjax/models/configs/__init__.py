@@ -175,10 +175,9 @@ def _hf_shapes(text: dict) -> dict[str, tuple[int, ...]]:
     return {k: tuple(v.shape) for k, v in ref.state_dict().items()}
 
 
-def random_model(name: str, dtype=jnp.bfloat16, *, tiny: bool = False, seed: int = 0,
-                 scale: float = 0.02) -> Model:
-    """A `Model` with the real (or `tiny`) shapes of backbone `name` and N(0, scale^2) weights,
-    drawn on the default device leaf by leaf; no tokenizer."""
+def abstract_params(name: str, dtype=jnp.bfloat16, *, tiny: bool = False) -> tuple[Any, Any]:
+    """(family `Config`, parameter tree of `jax.ShapeDtypeStruct`s) of backbone `name`, built by the
+    family's own `params_from_hf` without allocating a weight."""
     hf = published(name, tiny)
     text = _text(hf)
     fam = _family(text["model_type"])
@@ -190,7 +189,14 @@ def random_model(name: str, dtype=jnp.bfloat16, *, tiny: bool = False, seed: int
             raise KeyError(f"{name}: the transformers model has no tensor {tensor!r}")
         return jax.ShapeDtypeStruct(shapes[tensor], jnp.float32)
 
-    abstract = jax.eval_shape(lambda: fam.params_from_hf(cfg, get, dtype))
+    return cfg, jax.eval_shape(lambda: fam.params_from_hf(cfg, get, dtype))
+
+
+def random_model(name: str, dtype=jnp.bfloat16, *, tiny: bool = False, seed: int = 0,
+                 scale: float = 0.02) -> Model:
+    """A `Model` with the real (or `tiny`) shapes of backbone `name` and N(0, scale^2) weights,
+    drawn on the default device in one program; no tokenizer."""
+    cfg, abstract = abstract_params(name, dtype, tiny=tiny)
     leaves, treedef = jax.tree.flatten(abstract)
 
     @jax.jit
@@ -199,4 +205,5 @@ def random_model(name: str, dtype=jnp.bfloat16, *, tiny: bool = False, seed: int
         return [(scale * jax.random.normal(k, x.shape, jnp.float32)).astype(x.dtype) for k, x in zip(keys, leaves)]
 
     params = jax.tree.unflatten(treedef, draw(jax.random.PRNGKey(seed)))
+    fam = _family(_text(published(name))["model_type"])
     return Model(config=cfg, params=params, tokenizer=None, family=fam, source=f"random:{name}")
