@@ -34,6 +34,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from omjax.config import LoRAConfig
 from omjax.models import configs, memory_estimate
 from omjax.models import lora as lora_lib
 from omjax.train.policy import LetterPolicy, pow2_at_least
@@ -65,7 +66,7 @@ def _peak_bytes() -> int | None:
 
 
 def _bank(model, n: int, rank: int, seed: int):
-    cfg = lora_lib.LoraConfig(rank=rank, alpha=2.0 * rank, targets=("q", "k", "v", "o"))
+    cfg = LoRAConfig(rank=rank, alpha=2.0 * rank, targets=("q", "k", "v", "o"))
     bank = lora_lib.init_lora(jax.random.PRNGKey(seed), model.family.lora_shapes(model.config), cfg, n)
     # Non-zero B, as after a first update, so that adapters differ and the KL has a gradient.
     return cfg, jax.tree.map(lambda x: x + 0.01, bank)

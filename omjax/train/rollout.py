@@ -10,7 +10,7 @@ seed, episode, agent and step, so a seed's rollouts are those it would collect a
 old log-prob, menu, agent and env step; each episode's team return is the sum of its team
 rewards.
 
-Games and action interfaces plug in through `omjax.train.games.register_game`.
+Games and action interfaces are `omjax.games.Game`s (`omjax.games.make_game`).
 """
 
 from __future__ import annotations
@@ -25,10 +25,10 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from omjax.config import PolicyConfig
+from omjax.games.base import Game
 from omjax.models.inference import bucket
 from omjax.options.menu import MenuItem
 from omjax.prompts import Memory, format_reply, parse_reply, render_chat
-from omjax.train.games import Game
 from omjax.train.policy import LetterPolicy, SamplePolicy, letter_token_ids, pad_left, pow2_at_least, single_token_letters
 
 
@@ -210,18 +210,20 @@ def _decision_keys(seed_keys: jax.Array, slot: jax.Array, rollout: jax.Array, ag
 
 
 def collect(game: Game, decider: Decider, base: Any, bank: Any, n_rollouts: int, key: jax.Array,
-            seed: int, round_idx: int, progress: bool = False) -> RolloutBatch:
-    """Run `n_rollouts` joint episodes under the current bank (Algorithm 1, lines 2-5)."""
+            seed: int, round_idx: int, progress: bool = False,
+            on_step: Callable[[Game], None] | None = None) -> RolloutBatch:
+    """Run `n_rollouts` joint episodes under the current bank (Algorithm 1, lines 2-5);
+    `on_step(game)` runs after every env step (the evaluation recorder)."""
     n_adapters = jax.tree.leaves(bank)[0].shape[0]
     return collect_group(game, decider, base, bank, n_rollouts, key[None], [seed], round_idx, n_adapters,
-                         progress)[0]
+                         progress, on_step)[0]
 
 
 def collect_group(game: Game, decider: Decider, base: Any, bank: Any, n_rollouts: int, keys: jax.Array,
-                  seeds: list[int], round_idx: int, adapters_per_seed: int,
-                  progress: bool = False) -> list[RolloutBatch]:
+                  seeds: list[int], round_idx: int, adapters_per_seed: int, progress: bool = False,
+                  on_step: Callable[[Game], None] | None = None) -> list[RolloutBatch]:
     """The K = `n_rollouts` joint episodes of every seed, stepped together (one batched backbone
-    call per env step over all seeds' pending decisions); `game` holds S x K rollouts, `keys`
+    call per env step over all seeds' pending decisions); the game runs S x K episodes, `keys`
     [S] are the seeds' round keys and `bank` their S x `adapters_per_seed` adapters. Returns one
     `RolloutBatch` per seed, its rollouts numbered 0 .. K-1."""
     cfg = decider.cfg
@@ -236,7 +238,6 @@ def collect_group(game: Game, decider: Decider, base: Any, bank: Any, n_rollouts
     decisions: list[list[Decision]] = [[] for _ in seeds]
     choices = np.zeros((total, n), np.int32)
     system = game.system_message()
-    game_parse = getattr(game, "parse_choice", None)
     bar = tqdm(range(game.horizon), desc=f"round {round_idx} rollouts", leave=False, disable=not progress)
     for t in bar:
         pending = np.argwhere(game.needs_decision())
@@ -251,7 +252,7 @@ def collect_group(game: Game, decider: Decider, base: Any, bank: Any, n_rollouts
                 user = game.user_message(k, i, menu, memories[k][i])
                 prefix = format_reply(game.state_label(k, i)) if isinstance(decider.policy, LetterPolicy) else ""
                 prompt = render_chat(decider.tokenizer, system, user, prefix)
-                parse = None if game_parse is None else functools.partial(game_parse, k, i, menu)
+                parse = functools.partial(game.parse_choice, k, i, menu)
                 # A shared adapter (one per seed) serves every agent: agent % 1 == 0.
                 requests.append(Request(k, i, menu, prompt, game.fallback(k, i, menu), parse,
                                         adapter=slot * adapters_per_seed + i % adapters_per_seed,
@@ -269,6 +270,8 @@ def collect_group(game: Game, decider: Decider, base: Any, bank: Any, n_rollouts
                 decisions[slot].append(Decision(local, req.agent, t, prompt_ids, reply_ids, text, req.menu,
                                                 pos, logp, parsed))
         reward = game.step(choices)
+        if on_step is not None:
+            on_step(game)
         returns += reward
         for k in range(total):
             for i in range(n):

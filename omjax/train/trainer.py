@@ -17,8 +17,10 @@ and its results are those of the seed run alone (up to float rounding of the lar
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
+import signal
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -29,12 +31,14 @@ import jax.numpy as jnp
 import numpy as np
 from tqdm.auto import tqdm
 
-from omjax.config import Config, dump_config
+from omjax.config import Config, LoRAConfig, dump_config
+from omjax.envs.meltingpot.workers import RolloutWorkerError
 from omjax.jax_cache import compilations
+from omjax.games import make_game
+from omjax.models import load
 from omjax.models import lora as lora_lib
 from omjax.train import grpo
 from omjax.train.checkpoint import Checkpointer, TrainState
-from omjax.train.games import make_game
 from omjax.train.metrics import MetricsLog, plot_learning_curve, write_jsonl_atomic
 from omjax.train.policy import LetterPolicy, SamplePolicy
 from omjax.train.rollout import Decider, RolloutBatch, collect_group, decision_record, update_inputs
@@ -79,7 +83,7 @@ def stop_token_ids(tokenizer: Any) -> list[int]:
     return sorted(i for i in ids if i is not None)
 
 
-def make_policy(cfg: Config, model: Any, lora_cfg: lora_lib.LoraConfig) -> LetterPolicy | SamplePolicy:
+def make_policy(cfg: Config, model: Any, lora_cfg: LoRAConfig) -> LetterPolicy | SamplePolicy:
     """The configured decision mode on `model`; with `lora.top_layers`, the layers below the
     adapters form a frozen trunk that the update computes once per round."""
     top = cfg.lora.top_layers
@@ -118,13 +122,11 @@ class Trainer:
     def __init__(self, cfg: Config, model: Any = None, run_dir: str | Path | None = None, game: Any = None,
                  seeds: Sequence[int] | None = None):
         """`model` (an `omjax.models.load` result) and `game` (a `Game`) default to the ones the
-        config names; passing them lets tests and notebooks reuse a loaded backbone. A passed
-        `game` must hold `train.rollouts` x (number of seeds) rollouts.
+        config names; passing them lets tests and notebooks reuse a loaded backbone.
 
         `seeds` (default: the config's one seed, in `run_dir` itself) trains one run per seed in
-        `run_dir/seed_<s>`, each with the config's `seed` set to it."""
-        from omjax.models import load
-
+        `run_dir/seed_<s>`, each with the config's `seed` set to it; the game then runs
+        `train.rollouts` x (number of seeds) episodes."""
         self.cfg = cfg
         self.run_dir = Path(run_dir or cfg.run.out_dir)
         self.grouped = seeds is not None
@@ -136,17 +138,17 @@ class Trainer:
                           for s, d in zip(self.seeds, self.run_dirs)] if self.grouped else [cfg]
         dtype = jnp.float32 if cfg.model.dtype == "float32" else jnp.bfloat16
         self.model = model if model is not None else load(cfg.model.name, dtype=dtype)
-        self.lora_cfg = lora_lib.LoraConfig(rank=cfg.lora.rank, alpha=cfg.lora.alpha, targets=cfg.lora.targets)
+        self.lora_cfg = cfg.lora
         self.policy = make_policy(cfg, self.model, self.lora_cfg)
-        self.game = game if game is not None else make_game(cfg.env, cfg.policy.action_interface,
-                                                            cfg.train.rollouts * len(self.seeds))
+        self.game = game if game is not None else make_game(cfg.env, cfg.policy.action_interface)
         self.decider = Decider(self.policy, self.model.tokenizer, cfg.policy)
         t = cfg.train
         self.optimizer = make_optimizer(t.lr, t.max_grad_norm, t.adam_b1, t.adam_b2, t.adam_eps)
         settings = UpdateSettings(clip_eps=t.clip_eps, kl_coef=t.kl_coef, epochs=t.epochs,
                                   minibatch_size=t.minibatch_size, kl_kind=self.policy.kl_kind)
-        self.update = make_bank_update(self.policy.policy_fn, self.optimizer, settings, self.policy.prepare)
-
+        self._update_bar: tqdm | None = None
+        self.update = make_bank_update(self.policy.policy_fn, self.optimizer, settings, self.policy.prepare,
+                                       on_step=lambda: self._update_bar is not None and self._update_bar.update())
         self._init = jax.jit(self._init_one)
         self.round_compilations: list[int] = []
         """XLA compilations during each `round_group` call of this Trainer (0 once shapes repeat)."""
@@ -188,8 +190,12 @@ class Trainer:
         c0, t0 = compilations(), time.time()
         splits = [jax.random.split(st.key, 3) for st in states]  # per seed: next key, rollouts, update
         bank = _stack([st.bank for st in states])
-        batches = collect_group(self.game, self.decider, self.model.params, bank, k,
-                                jnp.stack([sp[1] for sp in splits]), self.seeds, r, a, progress=cfg.run.progress)
+        try:
+            batches = collect_group(self.game, self.decider, self.model.params, bank, k,
+                                    jnp.stack([sp[1] for sp in splits]), self.seeds, r, a, progress=cfg.run.progress)
+        except RolloutWorkerError as err:
+            raise RolloutWorkerError(f"round {r} of the run with seed{'s' if n_seeds > 1 else ''} "
+                                     f"{', '.join(map(str, self.seeds))}: {err}") from err
         t1 = time.time()
         advs, zeros = [], []
         for b in batches:
@@ -213,9 +219,16 @@ class Trainer:
             dbatch = DecisionBatch(inputs=jax.tree.map(jnp.asarray, inputs), advantage=jnp.asarray(adv_rows),
                                    valid=jnp.asarray(valid))
             keys = jnp.concatenate([jax.random.split(sp[2], a) for sp in splits])
-            out_bank, out_opt, metrics = self.update(
-                self.model.params, bank, _stack([st.opt_state for st in states]), dbatch, keys,
-                active_minibatches(valid, cfg.train.minibatch_size))
+            active = active_minibatches(valid, cfg.train.minibatch_size)
+            self._update_bar = tqdm(total=cfg.train.epochs * active, desc=f"round {r} update", unit="step",
+                                    leave=False, disable=not cfg.run.progress)
+            try:
+                out_bank, out_opt, metrics = self.update(
+                    self.model.params, bank, _stack([st.opt_state for st in states]), dbatch, keys, active)
+                wait_interruptibly(metrics)
+            finally:
+                self._update_bar.close()
+                self._update_bar = None
             total = n_seeds * a
             for s in range(n_seeds):
                 if will[s]:
@@ -259,52 +272,69 @@ class Trainer:
 
     # ---------------------------------------------------------------------------------------
     def run(self, resume: bool = False) -> list[dict]:
-        """Train one seed to `train.rounds`; with `resume`, continue from the newest checkpoint."""
+        """Train one seed to `train.rounds` (see `run_group`)."""
         if self.grouped:
             raise ValueError("this Trainer trains a group of seeds: use run_group()")
         return self.run_group(resume)[0]
 
     def run_group(self, resume: bool = False) -> list[list[dict]]:
-        """Train every seed to `train.rounds` (metrics rows per seed); with `resume`, continue the
-        whole group from its newest checkpoint, which every seed must have reached."""
+        """Train every seed to `train.rounds` (metrics rows per seed); with `resume`, continue
+        from the newest intact checkpoint (newer broken ones are reported and deleted), which
+        every seed of a group must have reached. Ctrl-C abandons the current round and raises
+        `RunInterrupted`: the rounds already written stay a consistent, resumable run."""
         cfg = self.cfg
         for d in self.run_dirs:
             d.mkdir(parents=True, exist_ok=True)
         ckpts = [Checkpointer(d, cfg.run.keep_checkpoints) for d in self.run_dirs]
+        bar = None
+        r = 0
         try:
             states = self.init_states()
             if resume:
-                latest = {str(d): c.latest_round() for d, c in zip(self.run_dirs, ckpts)}
-                missing = [d for d, r in latest.items() if r is None]
-                if missing:
-                    raise FileNotFoundError(f"--resume: no finished checkpoint in "
-                                            f"{', '.join(str(Path(d) / 'checkpoints') for d in missing)}")
-                if len(set(latest.values())) > 1:
-                    raise FileNotFoundError(f"--resume: the seeds' runs stopped at different rounds {latest}")
-                states = [c.restore(st)[0] for c, st in zip(ckpts, states)]
+                states = self._restore(ckpts, states)
             self._write_layout()
-            start = int(states[0].round)
+            start = r = int(states[0].round)
             logs = [MetricsLog(d, start_round=start) for d in self.run_dirs]
             bar = tqdm(range(start, cfg.train.rounds), initial=start, total=cfg.train.rounds, desc="PA-MAGRPO",
                        unit="round", disable=not cfg.run.progress)
-            try:
-                for r in bar:
-                    states, rows, batches = self.round_group(states)
-                    for d, ckpt, log, state, row, batch, seed in zip(self.run_dirs, ckpts, logs, states, rows,
-                                                                     batches, self.seeds):
+            for r in bar:
+                states, rows, batches = self.round_group(states)
+                with deferred_sigint():
+                    for d, ckpt, log, state, row, batch in zip(self.run_dirs, ckpts, logs, states, rows, batches):
                         self._write_round(d, ckpt, log, state, row, batch, r)
-                        kl = "-" if row["kl"] is None else f"{row['kl']:.4f}"
-                        who = f"seed {seed} " if self.grouped else ""
-                        tqdm.write(f"{who}round {r}: team return {row['team_return_mean']:.2f} "
-                                   f"{[round(x, 1) for x in row['team_returns']]} decisions "
-                                   f"{row['decisions_per_agent']} kl {kl} ({row['time_s']:.0f}s)")
-                    bar.set_postfix(ret=f"{np.mean([row['team_return_mean'] for row in rows]):.1f}")
-            finally:
-                bar.close()
+                for seed, row in zip(self.seeds, rows):
+                    kl = "-" if row["kl"] is None else f"{row['kl']:.4f}"
+                    who = f"seed {seed} " if self.grouped else ""
+                    tqdm.write(f"{who}round {r}: team return {row['team_return_mean']:.2f} "
+                               f"{[round(x, 1) for x in row['team_returns']]} decisions {row['decisions_per_agent']} "
+                               f"kl {kl} ({row['time_s']:.0f}s)")
+                bar.set_postfix(ret=f"{np.mean([row['team_return_mean'] for row in rows]):.1f}")
+        except KeyboardInterrupt as stop:
+            raise RunInterrupted(self.run_dir, r, isinstance(stop, ComputationAbandoned)) from None
         finally:
+            if bar is not None:
+                bar.close()
             for c in ckpts:
                 c.close()
         return [log.rows for log in logs]
+
+    def _restore(self, ckpts: list[Checkpointer], states: list[TrainState]) -> list[TrainState]:
+        """Every seed's newest intact checkpoint; all seeds of a group must stop at one round."""
+        latest = {str(d): c.latest_round() for d, c in zip(self.run_dirs, ckpts)}
+        missing = [d for d, step in latest.items() if step is None]
+        if missing:
+            raise FileNotFoundError(f"--resume: no finished checkpoint in "
+                                    f"{', '.join(str(Path(d) / 'checkpoints') for d in missing)}")
+        restored = [c.restore(st) for c, st in zip(ckpts, states)]
+        steps = {str(d): rs.step for d, rs in zip(self.run_dirs, restored)}
+        if len(set(steps.values())) > 1:
+            raise FileNotFoundError(f"--resume: the seeds' runs stopped at different rounds {steps}")
+        for c, rs in zip(ckpts, restored):
+            for line in rs.skipped:
+                print(f"skipped checkpoint {line}")
+            c.discard(rs)
+            print(f"resuming after round {rs.step} from {rs.path}")
+        return [rs.state for rs in restored]
 
     def _write_layout(self) -> None:
         """Config and decisions folder of every seed's run directory; the group file of a group."""
@@ -326,3 +356,44 @@ class Trainer:
         if (r + 1) % cfg.run.plot_every == 0 or r + 1 == cfg.train.rounds:
             plot_learning_curve(log.rows, run_dir / "learning_curve.png",
                                 f"{cfg.env.game} {cfg.env.layout} / {cfg.model.name}")
+
+
+class ComputationAbandoned(KeyboardInterrupt):
+    """Ctrl-C while a dispatched XLA computation was still running (it cannot be cancelled)."""
+
+
+def wait_interruptibly(tree: Any) -> None:
+    """Block until every array of `tree` is computed, in short sleeps: Ctrl-C then stops the
+    wait at once (a plain blocking read holds it for the whole update) and raises
+    `ComputationAbandoned`."""
+    try:
+        for leaf in jax.tree.leaves(tree):
+            while not leaf.is_ready():
+                time.sleep(0.05)
+    except KeyboardInterrupt:
+        raise ComputationAbandoned from None
+
+
+class RunInterrupted(KeyboardInterrupt):
+    """Ctrl-C during a run: `round` was abandoned, rounds before it are saved in `run_dir`.
+    `in_flight`: an XLA computation of the abandoned round is still running."""
+
+    def __init__(self, run_dir: Path, round_idx: int, in_flight: bool = False):
+        self.run_dir, self.round, self.in_flight = run_dir, round_idx, in_flight
+        saved = f"rounds 0-{round_idx - 1} are saved" if round_idx else "no round was finished"
+        super().__init__(f"interrupted in round {round_idx} ({saved} in {run_dir}); "
+                         f"continue with: omjax train --resume {run_dir}")
+
+
+@contextlib.contextmanager
+def deferred_sigint():
+    """Hold Ctrl-C until the block ends, so a round's decisions, metrics row and checkpoint are
+    written together or not at all; the interrupt is raised as soon as the block exits."""
+    caught = []
+    previous = signal.signal(signal.SIGINT, lambda signum, frame: caught.append(signum))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    if caught:
+        raise KeyboardInterrupt
