@@ -2,6 +2,11 @@
 
     omjax train --config configs/quickstart_overcooked_smollm2.yaml [key=value ...]
     omjax train --resume runs/quickstart [key=value ...]
+    omjax train --config configs/quickstart_overcooked_smollm2.yaml --seeds 0-4
+
+`--seeds 0-4` (or `0,2,5`) trains those seeds in one process, one run directory per seed
+(`<run.out_dir>/seed_<s>`, each in the single-seed format); `--resume` of the group's directory
+continues every seed.
 
 `key=value` overrides any config field (`train.rounds=3`, `seed=1`, `run.out_dir=runs/x`).
 `--resume DIR` continues a stopped run from its newest intact checkpoint with the config saved
@@ -24,7 +29,7 @@ from omjax.games.registry import check_env
 from omjax.jax_cache import enable_compilation_cache
 from omjax.models.loader import ModelFileError, check_model
 from omjax.train.checkpoint import CheckpointError
-from omjax.train.trainer import RunInterrupted, Trainer
+from omjax.train.trainer import RunInterrupted, Trainer, read_group
 
 EXIT_FAILED = 1
 EXIT_ERROR = 2
@@ -43,6 +48,7 @@ def _parser() -> argparse.ArgumentParser:
     src.add_argument("--config", help="YAML run config (see configs/)")
     src.add_argument("--resume", metavar="DIR", help="run directory of a stopped run to continue")
     p.add_argument("overrides", nargs="*", metavar="key=value", help="config overrides")
+    p.add_argument("--seeds", metavar="LIST", help="train several seeds in one program: 0-4 or 0,2,5")
     p.add_argument("--overwrite", action="store_true",
                    help="with --config: delete everything in a non-empty run.out_dir before starting")
     p.add_argument("--no-compile-cache", action="store_true",
@@ -83,18 +89,44 @@ def _config(args) -> Config:
     return cfg
 
 
+def parse_seeds(text: str) -> list[int]:
+    """`0-4` -> [0, 1, 2, 3, 4]; `0,2,5` -> [0, 2, 5]; ranges and lists mix (`0-2,7`)."""
+    seeds: list[int] = []
+    for part in text.split(","):
+        lo, sep, hi = part.strip().partition("-")
+        try:
+            seeds += list(range(int(lo), int(hi) + 1)) if sep else [int(lo)]
+        except ValueError:
+            raise ConfigError(f"--seeds {text!r}: {part!r} is not a seed or a range a-b") from None
+    if not seeds or len(set(seeds)) != len(seeds) or min(seeds) < 0:
+        raise ConfigError(f"--seeds {text!r}: need distinct seeds >= 0")
+    return seeds
+
+
+def _seeds(args) -> list[int] | None:
+    """The seeds of a multi-seed run (None: one seed, from the config); a resumed group keeps its own."""
+    seeds = parse_seeds(args.seeds) if args.seeds else None
+    group = read_group(args.resume) if args.resume else None
+    if group is None:
+        return seeds
+    if seeds is not None and seeds != group:
+        raise ConfigError(f"--resume {args.resume} trains seeds {group}, not --seeds {args.seeds}")
+    return group
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv and argv[0] == "train":
         argv = argv[1:]
     args = _parser().parse_args(argv)
     try:
+        seeds = _seeds(args)
         cfg = _config(args)
         if not args.no_compile_cache:
             enable_compilation_cache()
-        trainer = Trainer(cfg)
+        trainer = Trainer(cfg, seeds=seeds)
         try:
-            rows = trainer.run(resume=bool(args.resume))
+            runs = trainer.run_group(resume=bool(args.resume))
         except RunInterrupted as stop:
             print(f"\nomjax train: {stop}", file=sys.stderr)
             if stop.in_flight:
@@ -118,9 +150,10 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("\nomjax train: interrupted before the first round started; nothing was written", file=sys.stderr)
         return EXIT_INTERRUPTED
-    if rows:
-        print(f"first round team return {rows[0]['team_return_mean']:.2f}, "
-              f"last round {rows[-1]['team_return_mean']:.2f} ({len(rows)} rounds) -> {trainer.run_dir}")
+    for run_dir, rows in zip(trainer.run_dirs, runs):
+        if rows:
+            print(f"first round team return {rows[0]['team_return_mean']:.2f}, "
+                  f"last round {rows[-1]['team_return_mean']:.2f} ({len(rows)} rounds) -> {run_dir}")
     return 0
 
 
