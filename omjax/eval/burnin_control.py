@@ -19,15 +19,15 @@ from omjax.options import overcooked as oc
 from omjax.options.records import RecordTable
 from omjax.options.schema import SUCCESS
 from omjax.options.synthesis import synthesize
-from omjax.train.games import OvercookedGame
+from omjax.games.overcooked import OvercookedOptionsGame
 from omjax.train.rollout import collect
 
 
-class RecordingOvercookedGame(OvercookedGame):
-    """An `OvercookedGame` on the guardless menu that also keeps every step's option records."""
+class RecordingOvercookedGame(OvercookedOptionsGame):
+    """An `OvercookedOptionsGame` on the guardless menu that also keeps every step's option records."""
 
     def __init__(self, layout: str, horizon: int, active=None, library: str = "lib_a"):
-        super().__init__(layout, horizon, "", active=active, library=library)
+        super().__init__(layout, horizon, "", active=active, option_library=library)
         lib, acting = self.lib, jnp.asarray(self.active)
         self._step_rec = jax.jit(jax.vmap(lambda s, ex, c: lib.option_step(s, ex, c, acting)))
 
@@ -36,16 +36,14 @@ class RecordingOvercookedGame(OvercookedGame):
         self.records = []  # one StepRecord [K, A] per env step
 
     def step(self, choices):
-        self.states, self.execs, rec, sparse = self._step_rec(self.states, self.execs, jnp.asarray(choices, jnp.int32))
-        self._host = jax.tree.map(np.asarray, self.states)
+        states, self.execs, rec, sparse = self._step_rec(self.states, self.execs, jnp.asarray(choices, jnp.int32))
         self.records.append(rec)
-        self.deliveries += np.round(np.asarray(sparse) / self.delivery_reward).astype(np.int64)
-        return np.asarray(sparse, np.float64).sum(axis=-1)
+        return self._stepped(states, sparse, jnp.sum(sparse, axis=-1))
 
     def table(self, ep_offset: int, solo: bool) -> RecordTable:
         """The records of the last reset's K episodes (episode ep_offset + k)."""
         stacked = jax.tree.map(lambda *xs: np.stack(xs, axis=1), *self.records)  # [K, T, A]
-        return oc.records_to_table(self.lib, stacked, ep_offset, solo, len(self._host.time))
+        return oc.records_to_table(self.lib, stacked, ep_offset, solo, self.n_episodes)
 
 
 def llm_burnin(trainer, bank, layout: str, solo_episodes: int, team_episodes: int, seed: int,

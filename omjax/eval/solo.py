@@ -18,8 +18,9 @@ import numpy as np
 
 from omjax.eval.audits import SoloReport
 from omjax.eval.option_rollout import alone_layout
+from omjax.games.overcooked import OvercookedOptionsGame
+from omjax.games.registry import guards_file
 from omjax.options.libraries import library_of
-from omjax.train.games import OvercookedGame, guards_file
 from omjax.train.rollout import collect
 
 PARTNER_MODES = ("absent", "still")
@@ -27,7 +28,7 @@ PARTNER_MODES = ("absent", "still")
 
 def solo_test_policy(trainer, bank, seeds: Sequence[int], partner: str = "absent") -> SoloReport:
     """Team and per-agent-alone deliveries of the policy (`trainer`'s model and decider, `bank`'s
-    adapters) on every seed, in the trainer's Overcooked layout, library and horizon."""
+    adapters) on every seed, in the trainer's Overcooked layout, option library and horizon."""
     env = trainer.cfg.env
     if env.game != "overcooked":
         raise ValueError(f"the solo test is defined for Overcooked layouts, not {env.game!r}")
@@ -38,16 +39,17 @@ def solo_test_policy(trainer, bank, seeds: Sequence[int], partner: str = "absent
 
     def alone(a):
         if partner == "still":
-            return OvercookedGame(env.layout, env.horizon, guards, active=np.arange(n) == a, library=lib), bank
+            return OvercookedOptionsGame(env.layout, env.horizon, guards, active=np.arange(n) == a,
+                                         option_library=lib), bank
         # The lone agent is agent 0 of its one-player game: give it agent a's adapter.
         own = jax.tree.map(lambda x: x[a:a + 1], bank) if n_adapters > 1 else bank
-        return OvercookedGame(alone_layout(env.layout, a), env.horizon, guards, library=lib), own
+        return OvercookedOptionsGame(alone_layout(env.layout, a), env.horizon, guards, option_library=lib), own
 
-    conditions = [(OvercookedGame(env.layout, env.horizon, guards, library=lib), bank)]
+    conditions = [(OvercookedOptionsGame(env.layout, env.horizon, guards, option_library=lib), bank)]
     conditions += [alone(a) for a in range(n)]
     totals = np.zeros((len(conditions), len(seeds)))
     for c, (game, adapters) in enumerate(conditions):
         for j, seed in enumerate(seeds):
-            batch = collect(game, trainer.decider, trainer.model.params, adapters, 1, jax.random.PRNGKey(seed), seed, 0)
+            collect(game, trainer.decider, trainer.model.params, adapters, 1, jax.random.PRNGKey(seed), seed, 0)
             totals[c, j] = game.agent_returns()[0].sum()  # deliveries, whatever the reward shaping
     return SoloReport(team=totals[0], solo=totals[1:], partner=partner)

@@ -21,7 +21,7 @@ import numpy as np
 from matplotlib.figure import Figure
 
 from omjax.options.records import RecordTable
-from omjax.options.registry import GAMES, load_game, resolve_variant
+from omjax.games.registry import GAMES, library, resolve_variant
 from omjax.options.schema import Schema
 from omjax.options.synthesis import Guard, SynthesisConfig, synthesize
 
@@ -99,7 +99,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", required=True, help="PNG path (a .json summary is written beside it)")
     args = p.parse_args(argv)
     try:
-        lib = load_game(args.game)
+        lib = library(args.game)
         variant = resolve_variant(lib, args.game, args.variant)
         counts = doublings(args.max)
     except ValueError as err:

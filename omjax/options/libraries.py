@@ -28,8 +28,6 @@ CANDIDATES: dict[str, tuple[str, ...]] = {
 """Game -> its candidate libraries (the first is the default); `omjax.options.overcooked.LIBRARIES`
 and the Melting Pot modules' `VARIANTS` define them (a test keeps the two in step)."""
 
-MP_SUBSTRATES = {"cleanup": "clean_up", "harvest": "commons_harvest__open"}
-
 _SALT = 0x1B5A  # keeps the library draw independent of the other streams seeded by `seed`
 
 
@@ -44,24 +42,23 @@ def sample_library(game: str, seed: int) -> str:
 
 
 def library_of(env: EnvConfig) -> str:
-    """The concrete library an env config plays (`sampled` must be resolved first)."""
+    """The concrete library an env config plays (`sampled` must be resolved first): `env.library`,
+    else the library `env.layout` names (a Melting Pot layout may be a library name), else the
+    game's first candidate. Whether `env.layout` is a valid layout is the game's to check."""
     if env.library == "sampled":
         raise ValueError("env.library=sampled has not been resolved from the seed "
                          "(omjax.options.libraries.resolve_library does it)")
     if env.game == "overcooked":
         return env.library or CANDIDATES["overcooked"][0]
-    named = env.layout if env.layout in CANDIDATES[env.game] else None
-    if env.layout not in CANDIDATES[env.game] and env.layout != MP_SUBSTRATES[env.game]:
-        raise ValueError(f"env.layout={env.layout!r} for game {env.game!r}: expected the substrate name "
-                         f"{MP_SUBSTRATES[env.game]!r} or a library variant ({', '.join(CANDIDATES[env.game])})")
-    if env.library and named and named != env.library:
+    named = env.layout if env.layout in CANDIDATES[env.game] else CANDIDATES[env.game][0]
+    if env.library and env.layout in CANDIDATES[env.game] and named != env.library:
         raise ValueError(f"env.layout={env.layout!r} and env.library={env.library!r} name different libraries")
-    return env.library or named or CANDIDATES[env.game][0]
+    return env.library or named
 
 
 def guard_variant(env: EnvConfig) -> str:
     """The registry variant whose shipped guard file the env's library uses
-    (`omjax.options.registry.guard_path(env.game, guard_variant(env))`)."""
+    (`omjax.games.registry.guard_path(env.game, guard_variant(env))`)."""
     lib = library_of(env)
     if env.game == "overcooked":
         return env.layout if lib == "lib_a" else f"{env.layout}@{lib}"

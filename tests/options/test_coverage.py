@@ -22,7 +22,7 @@ def test_curve_on_a_recorded_harvest_burnin():
     from omjax.options import harvest
 
     table = load_npz(Path(__file__).resolve().parents[1] / "data" / "meltingpot" / "burnin_harvest_lib_a.npz")
-    rows = coverage_curve(table, harvest.SCHEMA, 7, doublings(7))  # the shipped 7 + 7 episodes
+    rows = coverage_curve(table, harvest.LIBRARY.SCHEMA, 7, doublings(7))  # the shipped 7 + 7 episodes
     assert [r["episodes"] for r in rows] == [1, 2, 4, 7]
     assert [r["records"] for r in rows] == sorted(r["records"] for r in rows) and rows[-1]["records"] == len(table)
     assert sum(r["new"] - r["lost"] for r in rows) == rows[-1]["guards"] > 0

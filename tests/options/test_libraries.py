@@ -9,7 +9,7 @@ from omjax.config import ConfigError, EnvConfig, load_config
 from omjax.envs.overcooked import initial_state
 from omjax.options import overcooked as oc
 from omjax.options.libraries import CANDIDATES, guard_variant, library_of, resolve_library, sample_library
-from omjax.options.registry import guard_path
+from omjax.games.registry import guard_path
 from omjax.options.schema import SUCCESS
 from omjax.options.synthesis import certificate_violations, read_guards, synthesize
 
@@ -29,7 +29,7 @@ def test_candidates_match_the_game_modules():
     from omjax.options import cleanup, harvest
 
     assert CANDIDATES["overcooked"] == tuple(oc.LIBRARIES)
-    assert CANDIDATES["cleanup"] == cleanup.VARIANTS and CANDIDATES["harvest"] == harvest.VARIANTS
+    assert CANDIDATES["cleanup"] == cleanup.LIBRARY.VARIANTS and CANDIDATES["harvest"] == harvest.LIBRARY.VARIANTS
 
 
 def test_paper_configs_sample_and_resolution_is_concrete():
@@ -53,6 +53,8 @@ def test_library_names_and_conflicts():
     assert library_of(dataclasses.replace(cleanup, layout="lib_b")) == "lib_b"
     with pytest.raises(ValueError, match="name different libraries"):
         library_of(dataclasses.replace(cleanup, layout="lib_b", library="lib_a"))
+    with pytest.raises(ValueError, match="not been resolved"):
+        library_of(dataclasses.replace(cleanup, library="sampled"))
     with pytest.raises(ConfigError, match="env.library"):
         load_config(None, ["env.library=lib_c"])
 
