@@ -92,6 +92,9 @@ class _OvercookedBase:
     def user_message(self, k: int, agent: int, menu: list[MenuItem], memory: Memory) -> str:
         return prompts.user_message(self.lib, self._state(k), agent, menu, memory, self.horizon)
 
+    def state_labels(self) -> tuple[str, ...]:
+        return prompts.STATES
+
     def state_label(self, k: int, agent: int) -> str:
         return prompts.state_label(self.lib, self._state(k), agent)
 

@@ -55,8 +55,11 @@ class Game(Protocol):
 
     def user_message(self, k: int, agent: int, menu: list[MenuItem], memory: Memory) -> str: ...
 
+    def state_labels(self) -> tuple[str, ...]:
+        """Every label the reply's `state:` line may take (letter mode scores each)."""
+
     def state_label(self, k: int, agent: int) -> str:
-        """The `state:` line the letter mode prefills (the team's progress)."""
+        """The true label now (written into the prompt under `policy.state_line=oracle`)."""
 
     def step(self, choices: np.ndarray) -> np.ndarray:
         """Advance every episode one env step; choices int [K, A] instance indices (ignored for
@@ -153,6 +156,9 @@ class OvercookedGame:
 
     def user_message(self, k: int, agent: int, menu: list[MenuItem], memory: Memory) -> str:
         return self._prompts.user_message(self.lib, self._state(k), agent, menu, memory, self.horizon)
+
+    def state_labels(self) -> tuple[str, ...]:
+        return self._prompts.STATES
 
     def state_label(self, k: int, agent: int) -> str:
         return self._prompts.state_label(self.lib, self._state(k), agent)

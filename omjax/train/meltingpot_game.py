@@ -171,6 +171,9 @@ class MeltingPotGame:
     def system_message(self) -> str:
         return self._system
 
+    def state_labels(self) -> tuple[str, ...]:
+        return prompts.STATES[self.game]
+
     def state_label(self, k: int, agent: int) -> str:
         return prompts.state_label(self.game, self.states[k], agent)
 

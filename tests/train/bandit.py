@@ -16,8 +16,10 @@ PAY = OPTIONS.index("pay")
 class MenuBandit:
     delivery_reward = 1.0
 
-    def __init__(self, n_agents: int, horizon: int, flat: bool = False, fail_at_call: int | None = None):
+    def __init__(self, n_agents: int, horizon: int, flat: bool = False, fail_at_call: int | None = None,
+                 labels: tuple[str, ...] = ("now", "wait")):
         self.n_agents, self.horizon, self.flat = n_agents, horizon, flat
+        self.labels = labels
         self.fail_at_call = fail_at_call
         self.calls = 0
         self.k = 0
@@ -40,8 +42,11 @@ class MenuBandit:
     def user_message(self, k, agent, menu, memory):
         return "you are player . menu :\n" + "\n".join(f"{it.letter} ) {it.label}" for it in menu)
 
+    def state_labels(self):
+        return self.labels
+
     def state_label(self, k, agent):
-        return "state"
+        return self.labels[0]
 
     def step(self, choices):
         self.calls += 1
