@@ -3,8 +3,9 @@
 * `grpo`: cohort advantages, clipped surrogate, exact-menu and k3 KL (pure array functions).
 * `update`: the one-agent PPO-clipped update against an abstract policy function, lifted to the
   adapter bank with `jax.vmap` and jitted (`make_bank_update`).
-* `policy`: LLM policies over menus: `LetterPolicy` (constrained letter scoring) and
-  `SamplePolicy` (generated two-line replies), per-row adapters gathered from the bank.
+* `policy`: LLM policies over menus: `LetterPolicy` (the model's own state label and menu
+  letter, one exact joint distribution scored in one forward) and `SamplePolicy` (generated
+  two-line replies); per-row adapters and shared-prefix caches gathered from the bank.
 * `games`: K joint episodes of a game behind the `Game` protocol; `register_game(game,
   interface, factory)` is the hook for more games and the ablation interfaces.
 * `rollout`: the engine (asynchronous option decisions, one batched LLM call per env step,

@@ -4,7 +4,8 @@ Two decision modes (config `policy.decision_mode`):
 
 * `letter`: the model scores its own two-line reply (paper §5.1). The prompt ends with
   `state:` and every state label of the game is a branch `" <label>\\nchoice:"` after it; one
-  forward scores all branches at once (branch attention masks, `omjax.models.base`). The
+  forward scores all branches at once (branch attention masks, `omjax.models.base`; a
+  recurrent family, which cannot mask them, runs one copy of the prompt per branch). The
   label distribution is the softmax of each label's total token log-prob (at the sampling
   temperature); given the label, the choice is the softmax over the menu letters' tokens
   (`" A"`, `" B"`, ...) after that branch's `choice:`. A decision is a (label, letter) pair
@@ -106,13 +107,23 @@ def pack_branches(branches: Sequence[Branches], rows: int, n_labels: int, width:
     return tokens, segments, label_mask, end
 
 
+def branch_rows(tokens: jax.Array, mask: jax.Array, n_labels: int, width: int) -> tuple[jax.Array, jax.Array]:
+    """[P, T + L*W] prompts with their branch blocks -> [P*L, T + W]: each prompt once per
+    branch (for families that cannot mask branches from each other, `family.SEGMENTS`)."""
+    p, total = tokens.shape
+    t = total - n_labels * width
+    spread = lambda x: jnp.concatenate([jnp.repeat(x[:, :t], n_labels, axis=0),
+                                        x[:, t:].reshape(p * n_labels, width)], axis=1)
+    return spread(tokens), spread(mask)
+
+
 def add_trunk(policy: Any, base: Any, inputs: dict) -> dict:
     """`inputs` plus the frozen trunk of their sequences when the adapters cover only the top
     layers (`policy.frozen_layers` > 0): the update's `prepare_fn`, run once per round."""
     if not policy.frozen_layers:
         return inputs
-    trunk = policy.family.trunk(base, policy.config, inputs["tokens"], attention_mask=inputs["mask"],
-                                n_layers=policy.frozen_layers)
+    tokens, mask = policy.sequences(inputs)
+    trunk = policy.family.trunk(base, policy.config, tokens, attention_mask=mask, n_layers=policy.frozen_layers)
     return {**inputs, "trunk": trunk}
 
 
@@ -135,6 +146,10 @@ class _BankPolicy:
         self._prefill = jax.jit(jax.vmap(one, in_axes=(None, 0, None, None)))
 
     prepare = add_trunk  # prepare(base, inputs): the update's once-per-round frozen trunk
+
+    def sequences(self, inputs: dict) -> tuple[jax.Array, jax.Array]:
+        """The token rows the backbone runs for `inputs`."""
+        return inputs["tokens"], inputs["mask"]
 
     def prefill(self, base: Any, bank: Any, prefix: Sequence[int]) -> dict:
         """The cache of the shared prompt prefix under each adapter of `bank`: leaves [A, 1, ...].
@@ -159,6 +174,9 @@ class LetterPolicy(_BankPolicy):
     def __init__(self, family: Any, config: Any, lora_scale: float, temperature: float, remat: bool = True,
                  frozen_layers: int = 0):
         super().__init__(family, config, lora_scale, temperature, remat, frozen_layers)
+        # A recurrent family runs each branch in its own copy of the prompt: exact too, at L
+        # times the prompt's compute.
+        self.one_row_per_branch = not family.SEGMENTS
         rows = jax.vmap(self._decide_one, in_axes=(None, 0, 0, 0, 0))
 
         def decide(base, bank, caches, index, inputs, keys):
@@ -172,17 +190,22 @@ class LetterPolicy(_BankPolicy):
         (batch-1 shared prefix), `tokens` continue it."""
         p, n_labels, width = inputs["label_mask"].shape
         n = n_labels * width
-        tokens, mask = inputs["tokens"], inputs["mask"]
+        tokens, mask = self.sequences(inputs)
+        split = tokens.shape[0] != p
         if cache is not None:
-            cache = inference.extend_for(cache, p, tokens.shape[1])
+            cache = inference.extend_for(cache, tokens.shape[0], tokens.shape[1])
         logits, _ = self.family.forward(base, self.config, tokens, attention_mask=mask, lora=lora,
-                                        lora_scale=self.lora_scale, cache=cache, last_only=n + 1,
+                                        lora_scale=self.lora_scale, cache=cache,
+                                        last_only=width + 1 if split else n + 1,
                                         remat=self.remat, trunk=inputs.get("trunk"))
+        if split:  # [P*L, 1 + W, V] -> the layout of one row per prompt
+            logits = logits.reshape(p, n_labels, width + 1, -1)
+            logits = jnp.concatenate([logits[:, 0, :1], logits[:, :, 1:].reshape(p, n, -1)], axis=1)
         logits = logits / self.temperature  # [P, 1 + L*W, V]: the prompt's last token, then the block
         # Branch l's token j is predicted by the prompt's last token (j = 0) or by its token j - 1.
         pred = np.concatenate([np.zeros((n_labels, 1), np.int32),
                                1 + np.arange(n_labels)[:, None] * width + np.arange(width - 1)[None]], axis=1)
-        block = tokens[:, -n:]  # [P, L*W]
+        block = inputs["tokens"][:, -n:]  # [P, L*W]
         tok_logp = jnp.take_along_axis(jax.nn.log_softmax(logits[:, pred.reshape(-1)], axis=-1),
                                        block[:, :, None], axis=-1)[..., 0].reshape(p, n_labels, width)
         label_logp = jax.nn.log_softmax(jnp.sum(jnp.where(inputs["label_mask"], tok_logp, 0.0), axis=-1), axis=-1)
@@ -191,6 +214,12 @@ class LetterPolicy(_BankPolicy):
         menu = inputs["menu_mask"][:, None, :]
         letter_logp = jax.nn.log_softmax(jnp.where(menu, letter_logits, _MASKED), axis=-1)
         return jnp.where(menu, label_logp[:, :, None] + letter_logp, 0.0)
+
+    def sequences(self, inputs: dict) -> tuple[jax.Array, jax.Array]:
+        _, n_labels, width = inputs["label_mask"].shape
+        if self.one_row_per_branch and n_labels > 1:
+            return branch_rows(inputs["tokens"], inputs["mask"], n_labels, width)
+        return inputs["tokens"], inputs["mask"]
 
     def policy_fn(self, base: Any, lora: Any, inputs: dict) -> PolicyOut:
         joint = self.joint_logp(base, lora, inputs)  # [P, L, M]

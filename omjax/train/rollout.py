@@ -137,10 +137,6 @@ class Decider:
     """Turns pending requests into menu positions with one batched backbone call."""
 
     def __init__(self, policy: LetterPolicy | SamplePolicy, tokenizer: Any, cfg: PolicyConfig):
-        if isinstance(policy, LetterPolicy) and cfg.state_line == "model" and not policy.family.SEGMENTS:
-            raise ValueError(f"policy.state_line=model scores every state label in one forward, which the "
-                             f"{policy.family.__name__} family cannot do; use policy.state_line=oracle or none, "
-                             "or policy.decision_mode=sample")
         self.policy, self.tokenizer, self.cfg = policy, tokenizer, cfg
         self.letter_mode = isinstance(policy, LetterPolicy)
         self.pad_id = int(tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0)

@@ -88,6 +88,13 @@ def test_branch_block_scores_each_branch_as_if_alone_and_sums_to_one(setup):
         assert abs(np.exp(joint[:, :n]).sum() - 1) < 1e-5
         label_marginal = np.exp(joint[:, :n]).sum(axis=1)
         assert np.all(label_marginal > 0.01)  # every label is a live choice of the model
+        # The layout of recurrent families (one prompt copy per branch) scores the same.
+        policy.one_row_per_branch = True
+        try:
+            rows = np.asarray(policy.joint_logp(m.params, ad, one))[0]
+        finally:
+            policy.one_row_per_branch = False
+        np.testing.assert_allclose(rows, joint, atol=2e-5)
 
 
 def test_prefix_cache_decides_as_whole_prompts_and_label_is_the_models(setup):
