@@ -99,7 +99,7 @@ def game_requests(name: str, decider, n: int, seed: int, walk: int) -> tuple[str
     from omjax.train.rollout import Request, episode_seed
 
     cfg = load_config(CONFIGS[name])
-    game = make_game(cfg.env, cfg.policy.action_interface, 2)
+    game = make_game(cfg.env, cfg.policy.action_interface)
     try:
         game.reset([episode_seed(seed, 0, k) for k in range(2)])
         rng = np.random.default_rng(seed)
@@ -118,13 +118,13 @@ def game_requests(name: str, decider, n: int, seed: int, walk: int) -> tuple[str
                 if t >= walk and len(out) < n:
                     prompt = decider.prompt(system, game.user_message(k, i, menu, memories[k][i]))
                     out.append(Request(k, i, menu, prompt, game.fallback(k, i, menu), None,
-                                       decider.state_branches(game, k, i)))
+                                       adapter=i, branches=decider.state_branches(game, k, i)))
                 memories[k][i].decided(pick.opt)
             game.step(choices)
             t += 1
         return system, out
     finally:
-        getattr(game, "close", lambda: None)()
+        game.close()
 
 
 def torch_decider(tm, decider, requests, temperature: float, gen):
@@ -190,8 +190,7 @@ def bench_game(name, model, tm, decider, bank, args, peak) -> dict:
     jax.block_until_ready(prefix.caches)
     prefix_first = time.perf_counter() - t0
     prefix_s = _timeit(lambda: jax.block_until_ready(decider.prefill(base, bank, system).caches), args.repeats)
-    rng = np.random.default_rng(0)
-    keys = [jax.random.PRNGKey(100 + r) for r in range(args.repeats + 1)]
+    keys = [jax.random.split(jax.random.PRNGKey(100 + r), len(requests)) for r in range(args.repeats + 1)]
 
     def timed(decide):
         """Outcomes under every key, and the best wall time after the first (compiling) call."""
@@ -203,8 +202,8 @@ def bench_game(name, model, tm, decider, bank, args, peak) -> dict:
         return outs, min(times[1:])
 
     _log(f"{name}: decisions (omjax, cached prefix, then whole prompts)")
-    cached, t_cached = timed(lambda k: decider.decide(base, bank, requests, k, rng, prefix))
-    whole, t_whole = timed(lambda k: decider.decide(base, bank, requests, k, rng))
+    cached, t_cached = timed(lambda k: decider.decide(base, bank, requests, k, prefix))
+    whole, t_whole = timed(lambda k: decider.decide(base, bank, requests, k))
     same = all([(o.state, o.action) for o in a] == [(o.state, o.action) for o in b] for a, b in zip(cached, whole))
     logp_diff = max(abs(x.logp - y.logp) for a, b in zip(cached, whole) for x, y in zip(a, b))
 
@@ -271,7 +270,7 @@ def main(argv: list[str] | None = None) -> int:
         torch.set_num_threads(args.threads)
     model = load(args.model)
     cfg = load_config(CONFIGS[games[0]])
-    lcfg = lora.LoraConfig(rank=cfg.lora.rank, alpha=cfg.lora.alpha, targets=cfg.lora.targets)
+    lcfg = cfg.lora
     policy = make_policy(cfg, model, lcfg)
     decider = Decider(policy, model.tokenizer, cfg.policy)
     _log("measuring matmul peak")

@@ -24,6 +24,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from omjax.models.lora import linear
+
 # A large finite negative instead of -inf: a fully masked row (a left-padding query) then gets a
 # uniform softmax instead of NaNs that would poison gradients through `jnp.where`.
 _MASK_VALUE = -1e30
@@ -39,7 +41,14 @@ def take(get: Callable[[str], np.ndarray], name: str, shape: tuple[int, ...], dt
     `shape` is the shape as stored by Hugging Face (torch `nn.Linear` is `[D_out, D_in]`);
     `transpose=True` turns such a weight into the `[D_in, D_out]` layout used here.
     """
-    arr = np.asarray(get(name))
+    arr = get(name)
+    if isinstance(arr, jax.ShapeDtypeStruct):
+        # Shapes only: under `jax.eval_shape` this allocates nothing, so a parameter tree of a
+        # model's real shapes can be drawn at random on the device (`omjax.models.configs`).
+        if tuple(arr.shape) != tuple(shape):
+            raise ValueError(f"tensor {name!r}: shape {tuple(arr.shape)} but the config implies {tuple(shape)}")
+        return jnp.zeros(tuple(shape)[::-1] if transpose else tuple(shape), dtype)
+    arr = np.asarray(arr)
     if tuple(arr.shape) != tuple(shape):
         raise ValueError(f"tensor {name!r}: checkpoint shape {tuple(arr.shape)} but the config "
                          f"implies {tuple(shape)}")
@@ -67,8 +76,6 @@ def rms_norm(x: jax.Array, w: jax.Array, eps: float, *, unit_offset: bool = Fals
 def lora_linear(x: jax.Array, w: jax.Array, lora_layer: dict | None, target: str,
                 scale: float, bias: jax.Array | None = None) -> jax.Array:
     """`x @ w (+ bias)` plus the adapter for `target` if this layer's LoRA dict has one."""
-    from omjax.models.lora import linear
-
     ab = None if lora_layer is None else lora_layer.get(target)
     y = linear(x, w, ab, scale)
     return y if bias is None else y + bias.astype(y.dtype)

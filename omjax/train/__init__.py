@@ -6,9 +6,7 @@
 * `policy`: LLM policies over menus: `LetterPolicy` (the model's own state label and menu
   letter, one exact joint distribution scored in one forward) and `SamplePolicy` (generated
   two-line replies); per-row adapters and shared-prefix caches gathered from the bank.
-* `games`: K joint episodes of a game behind the `Game` protocol; `register_game(game,
-  interface, factory)` is the hook for more games and the ablation interfaces.
-* `rollout`: the engine (asynchronous option decisions, one batched LLM call per env step,
+* `rollout`: the engine over any `omjax.games.Game` (asynchronous option decisions, one batched LLM call per env step,
   per-decision records) and the padded per-adapter update batches.
 * `checkpoint`, `metrics`: orbax round/best checkpoints; metrics.jsonl, learning-curve PNG.
 * `trainer`: `Trainer(cfg).run(resume=...)`; `cli`: `omjax train`.

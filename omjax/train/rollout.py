@@ -9,7 +9,12 @@ header and the game's fixed system message) is prefilled once per round under ev
 decision is recorded with its prompt tokens, reply tokens, old log-prob, menu, agent and env
 step; each episode's team return is the sum of its team rewards.
 
-Games and action interfaces plug in through `omjax.train.games.register_game`.
+`collect_group` steps the K rollouts of several training seeds together: seed slot s owns
+rollouts s*K .. s*K+K-1 of the game and adapters s*A .. s*A+A-1 of the bank, and every random
+draw of a decision (its sampling key, its fallback) comes from its own seed, episode, agent and
+step, so a seed's rollouts are those it would collect alone.
+
+Games and action interfaces are `omjax.games.Game`s (`omjax.games.make_game`).
 """
 
 from __future__ import annotations
@@ -19,14 +24,15 @@ import functools
 from typing import Any, Callable
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 from tqdm.auto import tqdm
 
 from omjax.config import PolicyConfig
+from omjax.games.base import Game
 from omjax.models import inference
 from omjax.options.menu import MenuItem
 from omjax.prompts import Memory, format_reply, parse_reply, render_chat
-from omjax.train.games import Game
 from omjax.train.policy import Branches, LetterPolicy, SamplePolicy, assistant_prefix, make_branches, pack_branches
 
 # The user turn's placeholder when rendering the template up to the user's text (the shared prefix).
@@ -95,10 +101,12 @@ class Request:
     fallback: int
     parse: Callable[[str], int | None] | None = None
     """The game's own reply parser (menu position or None), e.g. compound-JSON; else the two-line one."""
+    adapter: int = 0
+    """Row of the adapter bank that decides (seed slot s, agent a: s*A + a)."""
+    rng: np.random.Generator | None = None
+    """Draws the menu position when a reply does not parse (`on_parse_failure: random`)."""
     branches: Branches | None = None
     """Letter mode: the state branches to score."""
-    bank_row: int | None = None
-    """The bank entry whose adapter decides (default: the agent)."""
 
 
 @dataclasses.dataclass
@@ -200,22 +208,23 @@ class Decider:
             self._letter_ids.update(zip(missing, inference.letter_token_ids(self.tokenizer, missing)))
         return [self._letter_ids[l] for l in letters]
 
-    def decide(self, base: Any, bank: Any, requests: list[Request], key: jax.Array,
-               rng: np.random.Generator, prefix: Prefix | None = None) -> list[Outcome]:
-        """One outcome per request. With `prefix` (from `prefill` under this `bank`) each prompt
-        runs after the cached prefix; without, whole; the decisions are the same."""
+    def decide(self, base: Any, bank: Any, requests: list[Request], keys: jax.Array,
+               prefix: Prefix | None = None) -> list[Outcome]:
+        """One outcome per request; `keys` [len(requests)] are the requests' own sampling keys.
+        With `prefix` (from `prefill` under this `bank`) each prompt runs after the cached
+        prefix; without, whole; the decisions are the same."""
         prompts = [self.encode(r.prompt) for r in requests]
         seqs = prompts if prefix is None else inference.strip_prefix(prompts, prefix.ids)
         rows = inference.pow2_at_least(len(requests))
         length = inference.bucket(max(len(p) for p in seqs), 64)
         tokens, mask = inference.left_pad(seqs, length, self.pad_id, rows=rows)
         index = np.zeros(rows, np.int32)
-        index[: len(requests)] = [r.agent if r.bank_row is None else r.bank_row for r in requests]
-        keys = jax.random.split(key, rows)
+        index[: len(requests)] = [r.adapter for r in requests]
+        keys = _pad_keys(keys, rows)
         caches = None if prefix is None else prefix.caches
         if self.letter_mode:
             return self._letters(base, bank, index, requests, prompts, tokens, mask, keys, caches)
-        return self._sample(base, bank, index, requests, prompts, tokens, mask, keys, rng, caches)
+        return self._sample(base, bank, index, requests, prompts, tokens, mask, keys, caches)
 
     def letter_inputs(self, menus: list[list[MenuItem]], branches: list[Branches], tokens: np.ndarray,
                       mask: np.ndarray, shape: tuple[int, int, int] | None = None) -> dict:
@@ -249,7 +258,7 @@ class Decider:
                                format_reply(b.labels[s], letter), float(logp[j, 0]), True, s))
         return out
 
-    def _sample(self, base, bank, index, requests, prompts, tokens, mask, keys, rng, caches):
+    def _sample(self, base, bank, index, requests, prompts, tokens, mask, keys, caches):
         toks, logps, live = self.policy.generate(base, bank, index, tokens[:, None], mask[:, None], keys, caches)
         out = []
         for j, r in enumerate(requests):
@@ -263,17 +272,19 @@ class Decider:
                 pos = None if reply is None else next(p for p, it in enumerate(r.menu) if it.letter == reply.choice)
             parsed = pos is not None
             if not parsed:
-                pos = self._fallback(r, rng)
+                pos = self._fallback(r)
             out.append(Outcome(pos, prompts[j], reply_ids, text, float(logps[j, 0, :n].sum()), parsed))
         return out
 
-    def _fallback(self, r: Request, rng: np.random.Generator) -> int:
+    def _fallback(self, r: Request) -> int:
         """Menu position taken when a reply does not parse (config `on_parse_failure`)."""
         if self.cfg.on_parse_failure == "wait":
             return r.fallback
         if self.cfg.on_parse_failure == "first":
             return 0
-        return int(rng.integers(len(r.menu)))
+        if r.rng is None:
+            raise ValueError("on_parse_failure=random needs the request's rng")
+        return int(r.rng.integers(len(r.menu)))
 
 
 def episode_seed(seed: int, round_idx: int, rollout: int) -> int:
@@ -281,27 +292,51 @@ def episode_seed(seed: int, round_idx: int, rollout: int) -> int:
     return int(np.random.SeedSequence([seed, round_idx, rollout]).generate_state(1)[0])
 
 
-def collect(game: Game, decider: Decider, base: Any, bank: Any, n_rollouts: int, key: jax.Array,
-            seed: int, round_idx: int, progress: bool = False, bank_rows: np.ndarray | None = None) -> RolloutBatch:
-    """Run `n_rollouts` joint episodes under the current bank (Algorithm 1, lines 2-5).
+@functools.partial(jax.jit, static_argnums=1)
+def _pad_keys(keys: jax.Array, rows: int) -> jax.Array:
+    """[n] request keys -> [rows] (padding rows reuse the first key; their output is dropped)."""
+    return jnp.concatenate([keys, jnp.broadcast_to(keys[:1], (rows - keys.shape[0],) + keys.shape[1:])])
 
-    `bank_rows` int [A]: the bank entry of each agent (default: entry i for agent i, or entry 0
-    for everyone when the bank holds one shared adapter)."""
+
+@jax.jit
+def _decision_keys(seed_keys: jax.Array, slot: jax.Array, rollout: jax.Array, agent: jax.Array,
+                   t: jax.Array) -> jax.Array:
+    """Sampling key of each pending decision, from its seed's round key [S] (by `slot` [R]), its
+    rollout within the seed, its agent and the env step: independent of what else is batched."""
+    one = lambda k, r, a: jax.random.fold_in(jax.random.fold_in(jax.random.fold_in(k, t), r), a)
+    return jax.vmap(one)(seed_keys[slot], rollout, agent)
+
+
+def collect(game: Game, decider: Decider, base: Any, bank: Any, n_rollouts: int, key: jax.Array,
+            seed: int, round_idx: int, progress: bool = False,
+            on_step: Callable[[Game], None] | None = None) -> RolloutBatch:
+    """Run `n_rollouts` joint episodes under the current bank (Algorithm 1, lines 2-5);
+    `on_step(game)` runs after every env step (the evaluation recorder)."""
+    n_adapters = jax.tree.leaves(bank)[0].shape[0]
+    return collect_group(game, decider, base, bank, n_rollouts, key[None], [seed], round_idx, n_adapters,
+                         progress, on_step)[0]
+
+
+def collect_group(game: Game, decider: Decider, base: Any, bank: Any, n_rollouts: int, keys: jax.Array,
+                  seeds: list[int], round_idx: int, adapters_per_seed: int, progress: bool = False,
+                  on_step: Callable[[Game], None] | None = None) -> list[RolloutBatch]:
+    """The K = `n_rollouts` joint episodes of every seed, stepped together (one batched backbone
+    call per env step over all seeds' pending decisions); the game runs S x K episodes, `keys`
+    [S] are the seeds' round keys and `bank` their S x `adapters_per_seed` adapters. Returns one
+    `RolloutBatch` per seed, its rollouts numbered 0 .. K-1."""
     cfg = decider.cfg
-    seeds = [episode_seed(seed, round_idx, k) for k in range(n_rollouts)]
-    game.reset(seeds)
-    n = game.n_agents
-    if bank_rows is None:
-        bank_rows = np.arange(n) % jax.tree.leaves(bank)[0].shape[0]
-    memories = [[Memory(cfg.memory_macros, cfg.reward_window) for _ in range(n)] for _ in range(n_rollouts)]
-    letter_rngs = [[np.random.default_rng([s, i]) for i in range(n)] for s in seeds]
-    fallback_rng = np.random.default_rng([seed, round_idx, 1 << 20])
-    returns = np.zeros(n_rollouts)
-    decisions: list[Decision] = []
-    choices = np.zeros((n_rollouts, n), np.int32)
+    n_seeds, n = len(seeds), game.n_agents
+    total = n_seeds * n_rollouts
+    episodes = [episode_seed(s, round_idx, k) for s in seeds for k in range(n_rollouts)]
+    game.reset(episodes)
+    memories = [[Memory(cfg.memory_macros, cfg.reward_window) for _ in range(n)] for _ in range(total)]
+    letter_rngs = [[np.random.default_rng([e, i]) for i in range(n)] for e in episodes]
+    fallback_rngs = [np.random.default_rng([s, round_idx, 1 << 20]) for s in seeds]
+    returns = np.zeros(total)
+    decisions: list[list[Decision]] = [[] for _ in seeds]
+    choices = np.zeros((total, n), np.int32)
     system = game.system_message()
     prefix = decider.prefill(base, bank, system)  # once per adapter version: the bank is fixed until the update
-    game_parse = getattr(game, "parse_choice", None)
     bar = tqdm(range(game.horizon), desc=f"round {round_idx} rollouts", leave=False, disable=not progress)
     for t in bar:
         pending = np.argwhere(game.needs_decision())
@@ -309,29 +344,40 @@ def collect(game: Game, decider: Decider, base: Any, bank: Any, n_rollouts: int,
             requests = []
             for k, i in pending:
                 k, i = int(k), int(i)
+                slot = k // n_rollouts
                 menu = decider.labelled(game.menu(k, i, letter_rngs[k][i]))
                 if not menu:
                     raise RuntimeError(f"rollout {k}, agent {i}, step {t}: the menu is empty")
                 prompt = decider.prompt(system, game.user_message(k, i, menu, memories[k][i]))
-                parse = None if game_parse is None else functools.partial(game_parse, k, i, menu)
-                branches = decider.state_branches(game, k, i) if decider.letter_mode else None
-                requests.append(Request(k, i, menu, prompt, game.fallback(k, i, menu), parse, branches,
-                                        int(bank_rows[i])))
-            results = decider.decide(base, bank, requests, jax.random.fold_in(key, t), fallback_rng, prefix)
+                parse = functools.partial(game.parse_choice, k, i, menu)
+                # A shared adapter (one per seed) serves every agent: agent % 1 == 0.
+                requests.append(Request(k, i, menu, prompt, game.fallback(k, i, menu), parse,
+                                        adapter=slot * adapters_per_seed + i % adapters_per_seed,
+                                        rng=fallback_rngs[slot],
+                                        branches=decider.state_branches(game, k, i) if decider.letter_mode else None))
+            slots = pending[:, 0] // n_rollouts
+            keys_t = _decision_keys(keys, jnp.asarray(slots, jnp.int32),
+                                    jnp.asarray(pending[:, 0] % n_rollouts, jnp.int32),
+                                    jnp.asarray(pending[:, 1], jnp.int32), jnp.int32(t))
+            results = decider.decide(base, bank, requests, keys_t, prefix)
             for req, out in zip(requests, results):
                 item = req.menu[out.action]
                 choices[req.rollout, req.agent] = item.index
                 memories[req.rollout][req.agent].decided(item.opt)
-                decisions.append(Decision(req.rollout, req.agent, t, out.prompt_ids, out.reply_ids, out.reply,
-                                          req.menu, out.action, out.logp, out.parsed, req.branches, out.state))
+                slot, local = divmod(req.rollout, n_rollouts)
+                decisions[slot].append(Decision(local, req.agent, t, out.prompt_ids, out.reply_ids, out.reply,
+                                                req.menu, out.action, out.logp, out.parsed, req.branches, out.state))
         reward = game.step(choices)
+        if on_step is not None:
+            on_step(game)
         returns += reward
-        for k in range(n_rollouts):
+        for k in range(total):
             for i in range(n):
                 memories[k][i].stepped(reward[k])
-        bar.set_postfix(decisions=len(decisions), ret=f"{returns.mean():.1f}")
+        bar.set_postfix(decisions=sum(map(len, decisions)), ret=f"{returns.mean():.1f}")
     bar.close()
-    return RolloutBatch(decisions=decisions, returns=returns, n_agents=n, steps=game.horizon)
+    return [RolloutBatch(decisions=decisions[s], returns=returns[s * n_rollouts:(s + 1) * n_rollouts],
+                         n_agents=n, steps=game.horizon) for s in range(n_seeds)]
 
 
 def decision_record(d: Decision, round_idx: int) -> dict:

@@ -111,15 +111,16 @@ def test_joint_state_and_letter_scoring_with_shared_prefix_is_one_distribution(o
     for j, labels in enumerate(menus):
         menu = [MenuItem(chr(65 + k), k, name, None, name) for k, name in enumerate(labels)]
         user = "Action menu:\n" + "\n".join(f"{it.letter}) {it.label}" for it in menu)
-        reqs.append(Request(0, 0, menu, decider.prompt(system, user), 0, None, branches))
+        reqs.append(Request(0, 0, menu, decider.prompt(system, user), 0, None, branches=branches))
+    from omjax.config import LoRAConfig
     from omjax.models import lora
 
-    lcfg = lora.LoraConfig(rank=2, alpha=4.0, targets=("q", "v"))
+    lcfg = LoRAConfig(rank=2, alpha=4.0, targets=("q", "v"))
     bank = lora.init_lora(jax.random.PRNGKey(0), ours.family.lora_shapes(ours.config), lcfg, 1)
     prefix = decider.prefill(ours.params, bank, system)
-    key = jax.random.PRNGKey(0)
-    cached = decider.decide(ours.params, bank, reqs, key, np.random.default_rng(0), prefix)
-    whole = decider.decide(ours.params, bank, reqs, key, np.random.default_rng(0))
+    key = jax.random.split(jax.random.PRNGKey(0), len(reqs))
+    cached = decider.decide(ours.params, bank, reqs, key, prefix)
+    whole = decider.decide(ours.params, bank, reqs, key)
     assert [(o.state, o.action) for o in cached] == [(o.state, o.action) for o in whole]
     np.testing.assert_allclose([o.logp for o in cached], [o.logp for o in whole], atol=1e-4)
     prompts = [decider.encode(r.prompt) for r in reqs]

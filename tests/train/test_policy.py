@@ -8,7 +8,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from omjax.config import PolicyConfig
+from omjax.config import LoRAConfig, PolicyConfig
 from omjax.models import inference, lora
 from omjax.options.menu import MenuItem
 from omjax.prompts import Memory
@@ -23,7 +23,7 @@ TEMPERATURE = 0.8
 
 
 def bank_of(model, n, seed, bump):
-    cfg = lora.LoraConfig(rank=2, alpha=4.0, targets=("q", "v", "up"))
+    cfg = LoRAConfig(rank=2, alpha=4.0, targets=("q", "v", "up"))
     bank = lora.init_lora(jax.random.PRNGKey(seed), model.family.lora_shapes(model.config), cfg, n)
     return jax.tree.map(lambda x: x + bump, bank), cfg.scale
 
@@ -34,7 +34,7 @@ def requests(decider, game, n_agents, menus=(4, 3, 2)):
         size = menus[i % len(menus)]
         menu = [MenuItem(chr(65 + j), j, f"opt{j}", None, f"pick option {j}") for j in range(size)]
         prompt = decider.prompt(game.system_message(), game.user_message(0, i, menu, Memory()) + " pay" * i)
-        out.append(Request(0, i, menu, prompt, 0, None, decider.state_branches(game, 0, i)))
+        out.append(Request(0, i, menu, prompt, 0, None, adapter=i, branches=decider.state_branches(game, 0, i)))
     return out
 
 
@@ -104,9 +104,9 @@ def test_prefix_cache_decides_as_whole_prompts_and_label_is_the_models(setup):
     assert len(prefix.ids) > 4
     states = set()
     for seed in range(6):
-        key = jax.random.PRNGKey(seed)
-        cached = decider.decide(m.params, bank, reqs, key, np.random.default_rng(0), prefix)
-        whole = decider.decide(m.params, bank, reqs, key, np.random.default_rng(0))
+        key = jax.random.split(jax.random.PRNGKey(seed), len(reqs))
+        cached = decider.decide(m.params, bank, reqs, key, prefix)
+        whole = decider.decide(m.params, bank, reqs, key)
         assert [(o.state, o.action) for o in cached] == [(o.state, o.action) for o in whole]
         np.testing.assert_allclose([o.logp for o in cached], [o.logp for o in whole], atol=1e-5)
         assert [o.prompt_ids for o in cached] == [o.prompt_ids for o in whole]
@@ -143,7 +143,7 @@ def test_oracle_and_none_state_lines_score_one_branch(setup):
         decider = Decider(policy, m.tokenizer, PolicyConfig(state_line=line))
         reqs = requests(decider, game, 2)
         assert reqs[0].prompt.endswith(prompt_end) and reqs[0].branches.labels == (label,)
-        out = decider.decide(m.params, bank, reqs, jax.random.PRNGKey(0), np.random.default_rng(0),
+        out = decider.decide(m.params, bank, reqs, jax.random.split(jax.random.PRNGKey(0), len(reqs)),
                              decider.prefill(m.params, bank, game.system_message()))
         assert all(o.state == 0 for o in out)
         assert out[0].reply.startswith("state: now\nchoice:" if label else "choice:")
@@ -157,9 +157,9 @@ def test_sample_mode_with_prefix_cache_generates_as_whole_prompts(tiny_model):
     game.reset([0])
     decider = Decider(policy, m.tokenizer, PolicyConfig(decision_mode="sample"))
     reqs = requests(decider, game, 2)
-    key = jax.random.PRNGKey(3)
-    cached = decider.decide(m.params, bank, reqs, key, np.random.default_rng(0),
+    key = jax.random.split(jax.random.PRNGKey(3), len(reqs))
+    cached = decider.decide(m.params, bank, reqs, key,
                             decider.prefill(m.params, bank, game.system_message()))
-    whole = decider.decide(m.params, bank, reqs, key, np.random.default_rng(0))
+    whole = decider.decide(m.params, bank, reqs, key)
     assert [o.reply_ids for o in cached] == [o.reply_ids for o in whole]
     np.testing.assert_allclose([o.logp for o in cached], [o.logp for o in whole], atol=1e-4)
