@@ -35,8 +35,13 @@ from omjax.options.menu import MenuItem
 from omjax.prompts import Memory, format_reply, parse_reply, render_chat
 from omjax.train.policy import Branches, LetterPolicy, SamplePolicy, assistant_prefix, make_branches, pack_branches
 
-# The user turn's placeholder when rendering the template up to the user's text (the shared prefix).
+# The user turn's placeholder when rendering the template up to the user's text (the shared
+# prefix), and user texts whose first characters could merge with the template's last tokens.
 _USER = "\x00user\x00"
+_PROBES = ("You are", "\n", " -", "[")
+_LENGTH_STEP = 128
+# Calls of a round pad to at least min(this, every agent of every episode) rows.
+_MIN_ROWS = 4
 
 
 @dataclasses.dataclass
@@ -162,12 +167,18 @@ class Decider:
 
     def prefix_ids(self, system: str) -> list[int]:
         """Tokens every prompt with this system message starts with: the template up to the
-        user's text."""
+        user's text, less any tail token that merges with what follows it (probed with a few
+        user texts; `inference.strip_prefix` checks every real prompt)."""
         if system not in self._prefix_ids:
             head, sep, _ = render_chat(self.tokenizer, system, _USER).partition(_USER)
             if not sep:
                 raise ValueError("the chat template does not show the user's text verbatim")
-            self._prefix_ids[system] = self.encode(head)
+            ids = self.encode(head)
+            for probe in _PROBES:
+                full = self.encode(render_chat(self.tokenizer, system, probe))
+                n = next((j for j, (a, b) in enumerate(zip(ids, full)) if a != b), min(len(ids), len(full)))
+                ids = ids[:n]
+            self._prefix_ids[system] = ids
         return self._prefix_ids[system]
 
     def prefill(self, base: Any, bank: Any, system: str) -> Prefix:
@@ -209,14 +220,16 @@ class Decider:
         return [self._letter_ids[l] for l in letters]
 
     def decide(self, base: Any, bank: Any, requests: list[Request], keys: jax.Array,
-               prefix: Prefix | None = None) -> list[Outcome]:
+               prefix: Prefix | None = None, min_rows: int = 1) -> list[Outcome]:
         """One outcome per request; `keys` [len(requests)] are the requests' own sampling keys.
         With `prefix` (from `prefill` under this `bank`) each prompt runs after the cached
-        prefix; without, whole; the decisions are the same."""
+        prefix; without, whole; the decisions are the same. Rows are padded to a power of two
+        (at least `min_rows`) and lengths to a multiple of 128: every new shape compiles the
+        whole backbone (tens of seconds on a CPU), so a round's calls share few shapes."""
         prompts = [self.encode(r.prompt) for r in requests]
         seqs = prompts if prefix is None else inference.strip_prefix(prompts, prefix.ids)
-        rows = inference.pow2_at_least(len(requests))
-        length = inference.bucket(max(len(p) for p in seqs), 64)
+        rows = inference.pow2_at_least(max(len(requests), min_rows))
+        length = -(-max(len(p) for p in seqs) // _LENGTH_STEP) * _LENGTH_STEP
         tokens, mask = inference.left_pad(seqs, length, self.pad_id, rows=rows)
         index = np.zeros(rows, np.int32)
         index[: len(requests)] = [r.adapter for r in requests]
@@ -359,7 +372,7 @@ def collect_group(game: Game, decider: Decider, base: Any, bank: Any, n_rollouts
             keys_t = _decision_keys(keys, jnp.asarray(slots, jnp.int32),
                                     jnp.asarray(pending[:, 0] % n_rollouts, jnp.int32),
                                     jnp.asarray(pending[:, 1], jnp.int32), jnp.int32(t))
-            results = decider.decide(base, bank, requests, keys_t, prefix)
+            results = decider.decide(base, bank, requests, keys_t, prefix, min_rows=min(_MIN_ROWS, total * n))
             for req, out in zip(requests, results):
                 item = req.menu[out.action]
                 choices[req.rollout, req.agent] = item.index
