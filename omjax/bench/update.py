@@ -20,6 +20,7 @@ import time
 import jax
 import jax.numpy as jnp
 
+from omjax.config import LoRAConfig
 from omjax.models import load
 from omjax.models import lora as lora_lib
 from omjax.train.policy import LetterPolicy
@@ -60,7 +61,7 @@ def _timed(fn, *args):
 
 
 def bench_backbone(name: str, model, n_agents: int, b: int, t: int, minibatch: int, rank: int) -> dict:
-    lcfg = lora_lib.LoraConfig(rank=rank, alpha=2.0 * rank, targets=("q", "v"))
+    lcfg = LoRAConfig(rank=rank, alpha=2.0 * rank, targets=("q", "v"))
     policy = LetterPolicy(model.family, model.config, lcfg.scale, temperature=0.9, remat=False)
     opt = make_optimizer(1e-3, 1.0)
     settings = UpdateSettings(clip_eps=0.2, kl_coef=0.05, epochs=2, minibatch_size=minibatch, kl_kind="exact")

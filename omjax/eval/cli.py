@@ -26,13 +26,15 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from omjax.config import ConfigError, load_config
+from omjax.envs.meltingpot.workers import RolloutWorkerError
 from omjax.eval.results import EpisodeResult, Trajectory, read_results, render_report, trajectory_path, write_results
 from omjax.games.base import Game
 from omjax.jax_cache import enable_compilation_cache
 from omjax.train.checkpoint import Checkpointer
+from omjax.train.cli import EXIT_ERROR, EXIT_FAILED, EXIT_INTERRUPTED, USER_ERRORS, preflight
 from omjax.train.metrics import write_jsonl_atomic
 from omjax.train.rollout import collect, decision_record
-from omjax.train.trainer import Trainer
+from omjax.train.trainer import Trainer, deferred_sigint
 
 
 def parse_seeds(text: str) -> list[int]:
@@ -104,19 +106,26 @@ def evaluate(cfg, bank, trainer, seeds: list[int], out: Path, label: str, progre
         if seed in done:
             continue
         recorder = _Recorder(trainer.game)
-        batch = collect(trainer.game, trainer.decider, trainer.model.params, bank, 1, jax.random.PRNGKey(seed),
-                        seed, 0, progress=False, on_step=recorder)
+        try:
+            batch = collect(trainer.game, trainer.decider, trainer.model.params, bank, 1, jax.random.PRNGKey(seed),
+                            seed, 0, progress=progress, on_step=recorder)
+        except RolloutWorkerError as err:
+            raise RolloutWorkerError(f"held-out seed {seed}: {err} (finished seeds are kept; rerun this one alone "
+                                     f"with --seeds {seed})") from err
         result = _episode_result(cfg, label, seed, batch, recorder, trainer.game)
-        recorder.trajectory(0).save(trajectory_path(out, seed))
-        write_jsonl_atomic(out / "decisions" / f"seed{seed}.jsonl", [decision_record(d, 0) for d in batch.decisions])
-        write_results(out / "eval.jsonl", [result], append=True)
+        with deferred_sigint():
+            recorder.trajectory(0).save(trajectory_path(out, seed))
+            write_jsonl_atomic(out / "decisions" / f"seed{seed}.jsonl",
+                               [decision_record(d, 0) for d in batch.decisions])
+            write_results(out / "eval.jsonl", [result], append=True)
         done[seed] = result
     return [done[s] for s in seeds]
 
 
 def load_policy(cfg, checkpoint: Path | None, which: str = "best"):
     """(trainer, adapter bank) of a run's checkpoint, or of the frozen base (zero adapters) when
-    `checkpoint` is None; (None, None) after printing why a checkpoint cannot be restored."""
+    `checkpoint` is None. `which="latest"` falls back past broken checkpoints to the newest
+    intact one (each skip printed); FileNotFoundError or CheckpointError when none can be read."""
     enable_compilation_cache()
     trainer = Trainer(cfg, run_dir=Path(cfg.run.out_dir))
     state = trainer.init_state()
@@ -124,14 +133,13 @@ def load_policy(cfg, checkpoint: Path | None, which: str = "best"):
         return trainer, state.bank
     ckpt = Checkpointer(checkpoint, cfg.run.keep_checkpoints)
     try:
-        state, meta = ckpt.restore(state, which)
-    except FileNotFoundError as e:
-        print(f"omjax: {e}", file=sys.stderr)
-        return None, None
+        restored = ckpt.restore(state, which)
     finally:
         ckpt.close()
-    print(f"restored the {which} checkpoint of {checkpoint} (after round {meta.get('round')})")
-    return trainer, state.bank
+    for line in restored.skipped:
+        print(f"skipped checkpoint {line}")
+    print(f"restored the {which} checkpoint {restored.path} (after round {restored.meta.get('round')})")
+    return trainer, restored.state.bank
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -149,6 +157,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--compare", nargs="*", default=[], metavar="EVAL_DIR",
                    help="other evaluations (directories with eval.jsonl) to test against")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.add_argument("--debug", action="store_true", help="show the full traceback of an error")
     p.add_argument("overrides", nargs="*", metavar="key=value", help="config overrides (e.g. env.horizon=40)")
     return p
 
@@ -172,34 +181,50 @@ def main(argv: list[str] | None = None) -> int:
         argv = argv[1:]
     args = _parser().parse_args(argv)
     try:
+        return _run(args)
+    except USER_ERRORS as err:
+        if args.debug:
+            raise
+        print(f"omjax eval: {err}", file=sys.stderr)
+        return EXIT_ERROR
+    except RolloutWorkerError as err:
+        if args.debug:
+            raise
+        print(f"omjax eval: {err}", file=sys.stderr)
+        return EXIT_FAILED
+    except KeyboardInterrupt:
+        print("\nomjax eval: interrupted; finished episodes are kept in eval.jsonl and skipped when the same "
+              "command runs again", file=sys.stderr)
+        return EXIT_INTERRUPTED
+
+
+def _run(args) -> int:
+    try:
         seeds = _seed_list(args)
-        if args.checkpoint:
-            run_dir = Path(args.checkpoint)
-            if not (run_dir / "config.yaml").is_file():
-                print(f"omjax eval: --checkpoint {run_dir}: no config.yaml (not a run directory)", file=sys.stderr)
-                return 2
-            cfg = load_config(run_dir / "config.yaml", args.overrides)
-            label = args.label or run_dir.name
-            out = Path(args.out or run_dir / "eval")
-        else:
-            cfg = load_config(args.config, args.overrides)
-            label = args.label or f"frozen_{Path(args.config).stem}"
-            out = Path(args.out or Path("runs") / f"eval_{label}")
-        compare = []
-        for other in args.compare:
-            path = Path(other)
-            path = path / "eval.jsonl" if path.is_dir() else path
-            compare += read_results(path)
-    except (ConfigError, ValueError, FileNotFoundError) as e:
-        print(f"omjax eval: {e}", file=sys.stderr)
-        return 2
+    except ValueError as err:
+        raise ConfigError(str(err)) from None
+    if args.checkpoint:
+        run_dir = Path(args.checkpoint)
+        if not (run_dir / "config.yaml").is_file():
+            raise FileNotFoundError(f"--checkpoint {run_dir}: no config.yaml (not a run directory)")
+        cfg = load_config(run_dir / "config.yaml", args.overrides)
+        label = args.label or run_dir.name
+        out = Path(args.out or run_dir / "eval")
+    else:
+        cfg = load_config(args.config, args.overrides)
+        label = args.label or f"frozen_{Path(args.config).stem}"
+        out = Path(args.out or Path("runs") / f"eval_{label}")
+    preflight(cfg)
+    compare = []
+    for other in args.compare:
+        path = Path(other)
+        path = path / "eval.jsonl" if path.is_dir() else path
+        compare += read_results(path)
 
     # Evaluation scores the task alone (deliveries, apples): a training-time progress bonus would
     # inflate the returns the tables and tests compare.
     cfg = dataclasses.replace(cfg, env=dataclasses.replace(cfg.env, reward_shaping=0.0))
     trainer, bank = load_policy(cfg, Path(args.checkpoint) if args.checkpoint else None, args.which)
-    if trainer is None:
-        return 2
     results = evaluate(cfg, bank, trainer, seeds, out, label, progress=not args.quiet)
     report = render_report(results + [r for r in compare if r.policy != label])
     (out / "report.md").write_text(report)

@@ -21,7 +21,7 @@ episodes end before apples regrow; `omjax eval` sets it to 0). Each game also
 keeps the behavioural probes of every episode (`probes(k)`: apples eaten and cleaning per agent,
 FIRE_CLEAN actions, visit counts, Harvest patches alive per step, call ratio); `extras()` reports
 `eaten` and `cleaned` per agent, and in Harvest `patches_alive`. A worker that crashes fails the
-rollout with a `RolloutWorkerError` naming the episode seed.
+rollout with a `RolloutWorkerError` naming the rollout and step.
 
 `env.layout` selects the option library: the substrate name (`clean_up`, `commons_harvest__open`)
 means the game's default library (`lib_a`); a library variant name (`lib_a`, `lib_b`) picks that
@@ -36,7 +36,7 @@ import numpy as np
 from omjax.envs.meltingpot import make
 from omjax.envs.meltingpot.adapter import SymbolicState
 from omjax.envs.meltingpot.probes import Probes, probes_decisions, probes_init, probes_step
-from omjax.envs.meltingpot.workers import EnvPool, WorkerCrash
+from omjax.envs.meltingpot.workers import EnvPool, RolloutWorkerError, WorkerCrash
 from omjax.games.base import Game, NativeActions
 from omjax.interfaces.compound_json import EmissionLedger, render_vocabulary
 from omjax.interfaces.native import primitive_actions
@@ -57,10 +57,6 @@ CLEAN_BONUS = 1.0
 """Cleanup progress bonus per dirt cell cleaned, scaled by `env.reward_shaping` (0 in the paper)."""
 
 
-class RolloutWorkerError(RuntimeError):
-    """An episode's engine worker crashed; the message names the game, rollout, seed and step."""
-
-
 def engine_seed(seed: int) -> int:
     """The Lab2d seed of an episode seed: the engine takes a signed 32-bit seed, the rollout
     engine's episode seeds are unsigned 32-bit."""
@@ -78,7 +74,7 @@ def resolve_library(game: str, layout: str) -> str:
         return layout
     if layout == SUBSTRATES[game]:
         return variants[0]
-    raise ValueError(f"env.layout={layout!r} for game {game!r}: expected the substrate name "
+    raise ValueError(f"game {game!r} has no layout {layout!r}: expected the substrate name "
                      f"{SUBSTRATES[game]!r} (default library {variants[0]}) or a library variant "
                      f"({', '.join(variants)})")
 
@@ -128,9 +124,8 @@ class MeltingPotGame(Game):
     def _checked(self, results: list) -> list[SymbolicState]:
         for slot, r in enumerate(results):
             if isinstance(r, WorkerCrash):
-                raise RolloutWorkerError(
-                    f"{self.game}: the engine worker of rollout {slot} (episode seed {self.seeds[slot]}, engine "
-                    f"seed {engine_seed(self.seeds[slot])}) crashed after {r.step} env steps: {r.message}")
+                raise RolloutWorkerError(f"{self.game}: the engine worker of rollout {slot} crashed after "
+                                         f"{r.step} env steps: {r.summary}")
         return results
 
     def _step_envs(self, actions: np.ndarray, deciding: np.ndarray) -> np.ndarray:

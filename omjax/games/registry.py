@@ -17,7 +17,9 @@ import os
 from types import MappingProxyType
 from typing import Protocol, runtime_checkable
 
-from omjax.config import GAMES, EnvConfig
+from omjax.config import GAMES, ConfigError, EnvConfig
+from omjax.envs.meltingpot.engine import config_module
+from omjax.envs.overcooked.layout import layouts_dir, list_layouts, load_layout
 from omjax.games.base import Game
 from omjax.games.meltingpot import (SUBSTRATES, MeltingPotCompoundGame, MeltingPotNativeGame,
                                     MeltingPotOptionsGame, resolve_library)
@@ -133,13 +135,37 @@ def _meltingpot(env: EnvConfig, interface: str) -> Game:
 _FACTORIES = {"overcooked": _overcooked, "cleanup": _meltingpot, "harvest": _meltingpot}
 
 
+def layout_agents(game: str, layout: str) -> int:
+    """How many agents play `layout` of `game`, read from the Overcooked layout file or the
+    Melting Pot substrate config (no engine is built). A Melting Pot layout is the substrate
+    name or one of the game's option-library variants. ValueError naming what is accepted."""
+    game = canonical_game(game)
+    if game == "overcooked":
+        known = list_layouts()
+        if layout not in known:
+            raise ValueError(f"no Overcooked layout {layout!r}; with shipped guards: {', '.join(overcooked.VARIANTS)} "
+                             f"(all {len(known)} layouts are the *.layout files in {layouts_dir()})")
+        return load_layout(layout).num_agents
+    resolve_library(game, layout)
+    return len(config_module(SUBSTRATES[game]).get_config().default_player_roles)
+
+
+def check_env(env: EnvConfig) -> None:
+    """`env.layout` exists for `env.game` and has `env.n_agents` agents, else a ConfigError
+    naming the key (what the CLIs check before any model or engine loads)."""
+    try:
+        agents = layout_agents(env.game, env.layout)
+    except ValueError as err:
+        raise ConfigError(f"env.layout: {err}") from None
+    if env.n_agents != agents:
+        raise ConfigError(f"env.n_agents: must be {agents}: {env.game} layout {env.layout!r} has {agents} agents, "
+                          f"got {env.n_agents}")
+
+
 def make_game(env: EnvConfig, interface: str) -> Game:
     """The `Game` of `env.game` under the action interface `interface` (every game has all of
-    `omjax.prompts.interface.INTERFACES`); its agent count must be `env.n_agents`."""
+    `omjax.prompts.interface.INTERFACES`); `env` must pass `check_env`."""
     if interface not in INTERFACES:
         raise ValueError(f"no action interface {interface!r} for game {env.game!r}; known: {', '.join(INTERFACES)}")
-    game = _FACTORIES[canonical_game(env.game)](env, interface)
-    if game.n_agents != env.n_agents:
-        where = SUBSTRATES.get(game.game, f"layout {env.layout!r}")
-        raise ValueError(f"env.n_agents={env.n_agents} but {where} has {game.n_agents} agents")
-    return game
+    check_env(env)
+    return _FACTORIES[canonical_game(env.game)](env, interface)

@@ -41,7 +41,14 @@ def take(get: Callable[[str], np.ndarray], name: str, shape: tuple[int, ...], dt
     `shape` is the shape as stored by Hugging Face (torch `nn.Linear` is `[D_out, D_in]`);
     `transpose=True` turns such a weight into the `[D_in, D_out]` layout used here.
     """
-    arr = np.asarray(get(name))
+    arr = get(name)
+    if isinstance(arr, jax.ShapeDtypeStruct):
+        # Shapes only: under `jax.eval_shape` this allocates nothing, so a parameter tree of a
+        # model's real shapes can be drawn at random on the device (`omjax.models.configs`).
+        if tuple(arr.shape) != tuple(shape):
+            raise ValueError(f"tensor {name!r}: shape {tuple(arr.shape)} but the config implies {tuple(shape)}")
+        return jnp.zeros(tuple(shape)[::-1] if transpose else tuple(shape), dtype)
+    arr = np.asarray(arr)
     if tuple(arr.shape) != tuple(shape):
         raise ValueError(f"tensor {name!r}: checkpoint shape {tuple(arr.shape)} but the config "
                          f"implies {tuple(shape)}")

@@ -3,7 +3,10 @@
 At every env step, every agent of every episode whose option has terminated needs a decision.
 All of them are rendered (system + user message through the chat template), padded together and
 sent to the backbone in ONE batched call, each row with its own agent's adapter (rows gather
-their adapter from the bank). Each decision is recorded with its prompt tokens, reply tokens,
+their adapter from the bank). `collect_group` steps the K rollouts of several training seeds
+together: seed slot s owns rollouts s*K .. s*K+K-1 of the game and adapters s*A .. s*A+A-1 of
+the bank, and every random draw of a decision (its sampling key, its fallback) comes from its own
+seed, episode, agent and step, so a seed's rollouts are those it would collect alone. Each decision is recorded with its prompt tokens, reply tokens,
 old log-prob, menu, agent and env step; each episode's team return is the sum of its team
 rewards.
 
@@ -17,6 +20,7 @@ import functools
 from typing import Any, Callable
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 from tqdm.auto import tqdm
 
@@ -85,6 +89,10 @@ class Request:
     fallback: int
     parse: Callable[[str], int | None] | None = None
     """The game's own reply parser (menu position or None), e.g. compound-JSON; else the two-line one."""
+    adapter: int = 0
+    """Row of the adapter bank that decides (seed slot s, agent a: s*A + a)."""
+    rng: np.random.Generator | None = None
+    """Draws the menu position when a reply does not parse (`on_parse_failure: random`)."""
 
 
 class Decider:
@@ -117,19 +125,20 @@ class Decider:
             self._letter_ids.update(zip(missing, letter_token_ids(self.tokenizer, missing)))
         return [self._letter_ids[l] for l in letters]
 
-    def decide(self, base: Any, bank: Any, requests: list[Request], key: jax.Array,
-               rng: np.random.Generator) -> list[tuple[int, list[int], list[int], str, float, bool]]:
-        """(menu position, prompt ids, reply ids, reply text, old log-prob, parsed) per request."""
+    def decide(self, base: Any, bank: Any, requests: list[Request],
+               keys: jax.Array) -> list[tuple[int, list[int], list[int], str, float, bool]]:
+        """(menu position, prompt ids, reply ids, reply text, old log-prob, parsed) per request;
+        `keys` [len(requests)] are the requests' own sampling keys."""
         prompts = [self.encode(r.prompt) for r in requests]
         rows = pow2_at_least(len(requests))
         length = bucket(max(len(p) for p in prompts), 64)
         tokens, mask = pad_left(prompts + [[]] * (rows - len(requests)), length, self.pad_id)
         agents = np.zeros(rows, np.int32)
-        agents[: len(requests)] = [r.agent for r in requests]
-        keys = jax.random.split(key, rows)
+        agents[: len(requests)] = [r.adapter for r in requests]
+        keys = _pad_keys(keys, rows)
         if isinstance(self.policy, LetterPolicy):
             return self._letters(base, bank, agents, requests, prompts, tokens, mask, keys)
-        return self._sample(base, bank, agents, requests, prompts, tokens, mask, keys, rng)
+        return self._sample(base, bank, agents, requests, prompts, tokens, mask, keys)
 
     def _letters(self, base, bank, agents, requests, prompts, tokens, mask, keys):
         rows = tokens.shape[0]
@@ -149,7 +158,7 @@ class Decider:
             out.append((a, prompts[j], [int(letters[j, a])], r.menu[a].letter, float(logp[j, 0]), True))
         return out
 
-    def _sample(self, base, bank, agents, requests, prompts, tokens, mask, keys, rng):
+    def _sample(self, base, bank, agents, requests, prompts, tokens, mask, keys):
         toks, logps, live = self.policy.generate(base, bank, agents, tokens[:, None], mask[:, None], keys)
         out = []
         for j, r in enumerate(requests):
@@ -163,18 +172,20 @@ class Decider:
                 pos = None if reply is None else next(p for p, it in enumerate(r.menu) if it.letter == reply.choice)
             parsed = pos is not None
             if not parsed:
-                pos = self._fallback(r, rng)
+                pos = self._fallback(r)
             out.append((pos, prompts[j], reply_ids, text, float(logps[j, 0, :n].sum()), parsed))
         return out
 
 
-    def _fallback(self, r: Request, rng: np.random.Generator) -> int:
+    def _fallback(self, r: Request) -> int:
         """Menu position taken when a reply does not parse (config `on_parse_failure`)."""
         if self.cfg.on_parse_failure == "wait":
             return r.fallback
         if self.cfg.on_parse_failure == "first":
             return 0
-        return int(rng.integers(len(r.menu)))
+        if r.rng is None:
+            raise ValueError("on_parse_failure=random needs the request's rng")
+        return int(r.rng.integers(len(r.menu)))
 
 
 def episode_seed(seed: int, round_idx: int, rollout: int) -> int:
@@ -182,21 +193,50 @@ def episode_seed(seed: int, round_idx: int, rollout: int) -> int:
     return int(np.random.SeedSequence([seed, round_idx, rollout]).generate_state(1)[0])
 
 
+@functools.partial(jax.jit, static_argnums=1)
+def _pad_keys(keys: jax.Array, rows: int) -> jax.Array:
+    """[n] request keys -> [rows] (padding rows reuse the first key; their output is dropped)."""
+    return jnp.concatenate([keys, jnp.broadcast_to(keys[:1], (rows - keys.shape[0],) + keys.shape[1:])])
+
+
+
+@jax.jit
+def _decision_keys(seed_keys: jax.Array, slot: jax.Array, rollout: jax.Array, agent: jax.Array,
+                   t: jax.Array) -> jax.Array:
+    """Sampling key of each pending decision, from its seed's round key [S] (by `slot` [R]), its
+    rollout within the seed, its agent and the env step: independent of what else is batched."""
+    one = lambda k, r, a: jax.random.fold_in(jax.random.fold_in(jax.random.fold_in(k, t), r), a)
+    return jax.vmap(one)(seed_keys[slot], rollout, agent)
+
+
 def collect(game: Game, decider: Decider, base: Any, bank: Any, n_rollouts: int, key: jax.Array,
             seed: int, round_idx: int, progress: bool = False,
             on_step: Callable[[Game], None] | None = None) -> RolloutBatch:
     """Run `n_rollouts` joint episodes under the current bank (Algorithm 1, lines 2-5);
     `on_step(game)` runs after every env step (the evaluation recorder)."""
+    n_adapters = jax.tree.leaves(bank)[0].shape[0]
+    return collect_group(game, decider, base, bank, n_rollouts, key[None], [seed], round_idx, n_adapters,
+                         progress, on_step)[0]
+
+
+def collect_group(game: Game, decider: Decider, base: Any, bank: Any, n_rollouts: int, keys: jax.Array,
+                  seeds: list[int], round_idx: int, adapters_per_seed: int, progress: bool = False,
+                  on_step: Callable[[Game], None] | None = None) -> list[RolloutBatch]:
+    """The K = `n_rollouts` joint episodes of every seed, stepped together (one batched backbone
+    call per env step over all seeds' pending decisions); the game runs S x K episodes, `keys`
+    [S] are the seeds' round keys and `bank` their S x `adapters_per_seed` adapters. Returns one
+    `RolloutBatch` per seed, its rollouts numbered 0 .. K-1."""
     cfg = decider.cfg
-    seeds = [episode_seed(seed, round_idx, k) for k in range(n_rollouts)]
-    game.reset(seeds)
-    n = game.n_agents
-    memories = [[Memory(cfg.memory_macros, cfg.reward_window) for _ in range(n)] for _ in range(n_rollouts)]
-    letter_rngs = [[np.random.default_rng([s, i]) for i in range(n)] for s in seeds]
-    fallback_rng = np.random.default_rng([seed, round_idx, 1 << 20])
-    returns = np.zeros(n_rollouts)
-    decisions: list[Decision] = []
-    choices = np.zeros((n_rollouts, n), np.int32)
+    n_seeds, n = len(seeds), game.n_agents
+    total = n_seeds * n_rollouts
+    episodes = [episode_seed(s, round_idx, k) for s in seeds for k in range(n_rollouts)]
+    game.reset(episodes)
+    memories = [[Memory(cfg.memory_macros, cfg.reward_window) for _ in range(n)] for _ in range(total)]
+    letter_rngs = [[np.random.default_rng([e, i]) for i in range(n)] for e in episodes]
+    fallback_rngs = [np.random.default_rng([s, round_idx, 1 << 20]) for s in seeds]
+    returns = np.zeros(total)
+    decisions: list[list[Decision]] = [[] for _ in seeds]
+    choices = np.zeros((total, n), np.int32)
     system = game.system_message()
     bar = tqdm(range(game.horizon), desc=f"round {round_idx} rollouts", leave=False, disable=not progress)
     for t in bar:
@@ -204,31 +244,42 @@ def collect(game: Game, decider: Decider, base: Any, bank: Any, n_rollouts: int,
         if len(pending):
             requests = []
             for k, i in pending:
-                menu = decider.labelled(game.menu(int(k), int(i), letter_rngs[k][i]))
+                k, i = int(k), int(i)
+                slot = k // n_rollouts
+                menu = decider.labelled(game.menu(k, i, letter_rngs[k][i]))
                 if not menu:
                     raise RuntimeError(f"rollout {k}, agent {i}, step {t}: the menu is empty")
-                user = game.user_message(int(k), int(i), menu, memories[k][i])
-                prefix = format_reply(game.state_label(int(k), int(i))) if isinstance(decider.policy, LetterPolicy) else ""
+                user = game.user_message(k, i, menu, memories[k][i])
+                prefix = format_reply(game.state_label(k, i)) if isinstance(decider.policy, LetterPolicy) else ""
                 prompt = render_chat(decider.tokenizer, system, user, prefix)
-                parse = functools.partial(game.parse_choice, int(k), int(i), menu)
-                requests.append(Request(int(k), int(i), menu, prompt, game.fallback(int(k), int(i), menu), parse))
-            results = decider.decide(base, bank, requests, jax.random.fold_in(key, t), fallback_rng)
+                parse = functools.partial(game.parse_choice, k, i, menu)
+                # A shared adapter (one per seed) serves every agent: agent % 1 == 0.
+                requests.append(Request(k, i, menu, prompt, game.fallback(k, i, menu), parse,
+                                        adapter=slot * adapters_per_seed + i % adapters_per_seed,
+                                        rng=fallback_rngs[slot]))
+            slots = pending[:, 0] // n_rollouts
+            keys_t = _decision_keys(keys, jnp.asarray(slots, jnp.int32),
+                                    jnp.asarray(pending[:, 0] % n_rollouts, jnp.int32),
+                                    jnp.asarray(pending[:, 1], jnp.int32), jnp.int32(t))
+            results = decider.decide(base, bank, requests, keys_t)
             for req, (pos, prompt_ids, reply_ids, text, logp, parsed) in zip(requests, results):
                 item = req.menu[pos]
                 choices[req.rollout, req.agent] = item.index
                 memories[req.rollout][req.agent].decided(item.opt)
-                decisions.append(Decision(req.rollout, req.agent, t, prompt_ids, reply_ids, text, req.menu,
-                                          pos, logp, parsed))
+                slot, local = divmod(req.rollout, n_rollouts)
+                decisions[slot].append(Decision(local, req.agent, t, prompt_ids, reply_ids, text, req.menu,
+                                                pos, logp, parsed))
         reward = game.step(choices)
         if on_step is not None:
             on_step(game)
         returns += reward
-        for k in range(n_rollouts):
+        for k in range(total):
             for i in range(n):
                 memories[k][i].stepped(reward[k])
-        bar.set_postfix(decisions=len(decisions), ret=f"{returns.mean():.1f}")
+        bar.set_postfix(decisions=sum(map(len, decisions)), ret=f"{returns.mean():.1f}")
     bar.close()
-    return RolloutBatch(decisions=decisions, returns=returns, n_agents=n, steps=game.horizon)
+    return [RolloutBatch(decisions=decisions[s], returns=returns[s * n_rollouts:(s + 1) * n_rollouts],
+                         n_agents=n, steps=game.horizon) for s in range(n_seeds)]
 
 
 def decision_record(d: Decision, round_idx: int) -> dict:

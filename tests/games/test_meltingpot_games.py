@@ -9,8 +9,9 @@ import pytest
 
 from omjax.config import EnvConfig, load_config
 from omjax.envs.meltingpot import CleanUp, CommonsHarvest
+from omjax.envs.meltingpot.workers import RolloutWorkerError
 from omjax.eval.cli import _Recorder
-from omjax.games.meltingpot import RolloutWorkerError, engine_seed
+from omjax.games.meltingpot import engine_seed
 from omjax.games.registry import guard_path, make_game
 from omjax.interfaces.native import primitive_actions
 from omjax.options import cleanup
@@ -155,7 +156,8 @@ def test_native_interface_picks_primitive_actions_and_crash_names_the_seed():
         assert "patches_alive" not in game.extras()  # Harvest only
 
         os.kill(game._pool.pid(1), signal.SIGKILL)
-        with pytest.raises(RolloutWorkerError, match="rollout 1 \\(episode seed 6, engine seed 6\\) crashed after 2"):
+        with pytest.raises(RolloutWorkerError, match=r"^cleanup: the engine worker of rollout 1 crashed after 2 env "
+                                                     r"steps: worker died: .*\(worker exit code -9\)$"):
             game.step(np.zeros((2, AGENTS), np.int64))
     harvest = make_game(env_config("harvest", horizon), "native")  # no reset: no workers started
     assert [it.opt for it in harvest.menu(0, 0, None)] == list(primitive_actions(CommonsHarvest().substrate).names)

@@ -32,5 +32,5 @@ def test_overcooked_adapter_menus_and_steps():
     choices = np.array([[it.index for it in game.menu(k, i, np.random.default_rng(k))][0] for k in range(3) for i in range(2)])
     reward = game.step(choices.reshape(3, 2))
     assert reward.shape == (3,) and np.all(reward == 0)
-    with pytest.raises(ValueError, match="env.layout='asymmetric_advantages' for game 'cleanup'"):
+    with pytest.raises(ValueError, match="env.layout: game 'cleanup' has no layout 'asymmetric_advantages'"):
         make_game(EnvConfig(game="cleanup", n_agents=7), "compound_json")

@@ -42,7 +42,7 @@ def test_make_game_builds_every_interface_and_names_a_bad_one():
         assert isinstance(game, Game) and game.interface == interface and game.game == "overcooked"
     with pytest.raises(ValueError, match="no action interface 'telepathy'"):
         make_game(env, "telepathy")
-    with pytest.raises(ValueError, match="env.n_agents=3 but layout 'forced_coordination' has 2 agents"):
+    with pytest.raises(ValueError, match="env.n_agents: must be 2: overcooked layout 'forced_coordination' has 2 agents, got 3"):
         make_game(EnvConfig(game="overcooked", layout="forced_coordination", n_agents=3), "native")
 
 
