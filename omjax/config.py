@@ -24,6 +24,10 @@ class ConfigError(ValueError):
     """A configuration file or override that cannot describe a valid run."""
 
 
+EXIT_ERROR = 2
+"""Exit code of a command stopped by a ConfigError or another error the user can fix."""
+
+
 def _check(cond: bool, key: str, msg: str) -> None:
     if not cond:
         raise ConfigError(f"{key}: {msg}")
