@@ -29,6 +29,7 @@ from omjax.games.base import Game
 from omjax.models.inference import bucket
 from omjax.options.menu import MenuItem
 from omjax.prompts import Memory, format_reply, parse_reply, render_chat
+from omjax.train.sharding import Placement
 from omjax.train.policy import LetterPolicy, SamplePolicy, letter_token_ids, pad_left, pow2_at_least, single_token_letters
 
 
@@ -102,6 +103,8 @@ class Decider:
         self.policy, self.tokenizer, self.cfg = policy, tokenizer, cfg
         self.pad_id = int(tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0)
         self._letter_ids: dict[str, int] = {}
+        self.placement = Placement([jax.devices()[0]])
+        """Where a call's rows go: the trainer splits them over its devices."""
         self._alphabet: list[str] = []
 
     def encode(self, text: str) -> list[int]:
@@ -151,7 +154,7 @@ class Decider:
         menu_mask[len(requests):, 0] = True  # padding rows: a valid one-slot menu, output dropped
         inputs = {"tokens": tokens[:, None], "mask": mask[:, None], "letters": letters[:, None],
                   "menu_mask": menu_mask[:, None]}
-        action, logp = self.policy.decide(base, bank, agents, inputs, keys)  # [rows, 1]
+        action, logp = self.policy.decide(base, bank, *self.placement.split((agents, inputs, keys)))  # [rows, 1]
         out = []
         for j, r in enumerate(requests):
             a = int(action[j, 0])
@@ -159,7 +162,8 @@ class Decider:
         return out
 
     def _sample(self, base, bank, agents, requests, prompts, tokens, mask, keys):
-        toks, logps, live = self.policy.generate(base, bank, agents, tokens[:, None], mask[:, None], keys)
+        toks, logps, live = self.policy.generate(base, bank, *self.placement.split(
+            (agents, tokens[:, None], mask[:, None], keys)))
         out = []
         for j, r in enumerate(requests):
             n = int(live[j, 0].sum())

@@ -7,6 +7,7 @@ same, so every cohort has zero spread.
 
 import numpy as np
 
+from omjax.games.base import Game
 from omjax.options.menu import MenuItem
 
 OPTIONS = ("wait", "pick", "pay", "drop")
@@ -42,6 +43,8 @@ class MenuBandit:
 
     def state_label(self, k, agent):
         return "state"
+
+    parse_choice = Game.parse_choice
 
     def step(self, choices):
         self.calls += 1
