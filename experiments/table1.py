@@ -5,7 +5,9 @@
     python experiments/table1.py --cpu --render-only
 
 For each game and backbone: the frozen base is evaluated once from the config (it has no training
-seed), and the full method is trained and evaluated once per training seed. A cell is the mean ±
+seed), and the full method trains every training seed in one program (`omjax train --seeds`: one
+base, the seeds' adapters in one bank, their rollouts batched together), then each seed's best
+checkpoint is evaluated. A cell is the mean ±
 std over seeds of each run's mean team return on the held-out episodes. Writes `<root>/table1.md`.
 """
 
@@ -28,10 +30,12 @@ def run_game(scale: common.Scale, root: Path, game: str, backbone: str, extra: l
     frozen = common.table1_frozen_dir(root, game, backbone)
     common.run_policy(config, [*scale.overrides, *TABLE2_CELLS["frozen_menu"], *extra], frozen,
                       scale.eval_episodes, label="frozen")
-    for seed in scale.seeds:
-        common.run_policy(config, [*scale.overrides, *TABLE2_CELLS["ours"], f"seed={seed}", *extra],
-                          common.table1_ours_dir(root, game, backbone, seed), scale.eval_episodes,
-                          label=f"ours_seed{seed}", compare=[frozen / "eval"])
+    seeds = list(scale.seeds)
+    common.train_group(config, [*scale.overrides, *TABLE2_CELLS["ours"], *extra],
+                       common.table1_ours_group(root, game, backbone), seeds)
+    for seed in seeds:
+        common.evaluate(common.table1_ours_dir(root, game, backbone, seed), scale.eval_episodes,
+                        label=f"ours_seed{seed}", compare=[frozen / "eval"])
 
 
 def render(root: Path, scale: common.Scale, games: tuple[str, ...]) -> str:

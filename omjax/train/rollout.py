@@ -33,6 +33,7 @@ from omjax.games.base import Game
 from omjax.models import inference
 from omjax.options.menu import MenuItem
 from omjax.prompts import Memory, format_reply, parse_reply, render_chat
+from omjax.train.sharding import Placement
 from omjax.train.policy import Branches, LetterPolicy, SamplePolicy, assistant_prefix, make_branches, pack_branches
 
 # The user turn's placeholder when rendering the template up to the user's text (the shared
@@ -154,6 +155,8 @@ class Decider:
         self.letter_mode = isinstance(policy, LetterPolicy)
         self.pad_id = int(tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0)
         self._letter_ids: dict[str, int] = {}
+        self.placement = Placement([jax.devices()[0]])
+        """Where a call's rows go: the trainer splits them over its devices."""
         self._alphabet: list[str] = []
         self._branches: dict[tuple, Branches] = {}
         self._prefix_ids: dict[str, list[int]] = {}
@@ -261,7 +264,7 @@ class Decider:
         branches = [r.branches for r in requests]
         inputs = self.letter_inputs([r.menu for r in requests], branches, tokens, mask)
         inputs = {name: x[:, None] for name, x in inputs.items()}  # one decision per row
-        state, action, logp = self.policy.decide(base, bank, index, inputs, keys, caches)  # [rows, 1]
+        state, action, logp = self.policy.decide(base, bank, *self.placement.split((index, inputs, keys)), caches)  # [rows, 1]
         out = []
         for j, r in enumerate(requests):
             s, a = int(state[j, 0]), int(action[j, 0])
@@ -272,7 +275,8 @@ class Decider:
         return out
 
     def _sample(self, base, bank, index, requests, prompts, tokens, mask, keys, caches):
-        toks, logps, live = self.policy.generate(base, bank, index, tokens[:, None], mask[:, None], keys, caches)
+        toks, logps, live = self.policy.generate(base, bank, *self.placement.split((index, tokens[:, None], mask[:, None], keys)),
+                                                 caches)
         out = []
         for j, r in enumerate(requests):
             n = int(live[j, 0].sum())

@@ -56,6 +56,8 @@ class MenuBandit(Game):
     def state_label(self, k, agent):
         return self.labels[0]
 
+    parse_choice = Game.parse_choice
+
     def step(self, choices):
         self.calls += 1
         if self.fail_at_call is not None and self.calls == self.fail_at_call:
