@@ -161,7 +161,8 @@ class Decider:
 
     def prompt(self, system: str, user: str) -> str:
         """The text the backbone reads for one decision (letter mode: up to the scored part)."""
-        return render_chat(self.tokenizer, system, user, assistant_prefix(self.cfg.state_line) if self.letter_mode else "")
+        reply_start = assistant_prefix(self.cfg.state_line) if self.letter_mode else ""
+        return render_chat(self.tokenizer, system, user, reply_start)
 
     def prefix_ids(self, system: str) -> list[int]:
         """Tokens every prompt with this system message starts with: the template up to the
