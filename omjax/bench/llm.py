@@ -95,7 +95,7 @@ def game_requests(name: str, decider, n: int, seed: int, walk: int) -> tuple[str
     rendered as `collect` renders it, stepping on until `n` are pending in total."""
     from omjax.config import load_config
     from omjax.prompts import Memory
-    from omjax.train.games import make_game
+    from omjax.games import make_game
     from omjax.train.rollout import Request, episode_seed
 
     cfg = load_config(CONFIGS[name])

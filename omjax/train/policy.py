@@ -233,7 +233,8 @@ class LetterPolicy(_BankPolicy):
         p, _, m = joint.shape
         flat = jnp.where(inputs["menu_mask"][:, None, :], joint, -jnp.inf).reshape(p, -1)
         pick = jax.random.categorical(key, flat, axis=-1)  # [P]
-        return (pick // m).astype(jnp.int32), (pick % m).astype(jnp.int32), jnp.take_along_axis(flat, pick[:, None], -1)[:, 0]
+        logp = jnp.take_along_axis(flat, pick[:, None], -1)[:, 0]
+        return (pick // m).astype(jnp.int32), (pick % m).astype(jnp.int32), logp
 
     def decide(self, base: Any, bank: Any, index: np.ndarray, inputs: dict, keys: jax.Array,
                caches: dict | None = None):

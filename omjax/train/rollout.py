@@ -41,8 +41,6 @@ from omjax.train.policy import Branches, LetterPolicy, SamplePolicy, assistant_p
 _USER = "\x00user\x00"
 _PROBES = ("You are", "\n", " -", "[")
 _LENGTH_STEP = 128
-# Calls of a round pad to at least min(this, every agent of every episode) rows.
-_MIN_ROWS = 4
 
 
 @dataclasses.dataclass
@@ -166,7 +164,8 @@ class Decider:
 
     def prompt(self, system: str, user: str) -> str:
         """The text the backbone reads for one decision (letter mode: up to the scored part)."""
-        return render_chat(self.tokenizer, system, user, assistant_prefix(self.cfg.state_line) if self.letter_mode else "")
+        reply_start = assistant_prefix(self.cfg.state_line) if self.letter_mode else ""
+        return render_chat(self.tokenizer, system, user, reply_start)
 
     def prefix_ids(self, system: str) -> list[int]:
         """Tokens every prompt with this system message starts with: the template up to the
@@ -223,15 +222,15 @@ class Decider:
         return [self._letter_ids[l] for l in letters]
 
     def decide(self, base: Any, bank: Any, requests: list[Request], keys: jax.Array,
-               prefix: Prefix | None = None, min_rows: int = 1) -> list[Outcome]:
+               prefix: Prefix | None = None) -> list[Outcome]:
         """One outcome per request; `keys` [len(requests)] are the requests' own sampling keys.
         With `prefix` (from `prefill` under this `bank`) each prompt runs after the cached
         prefix; without, whole; the decisions are the same. Rows are padded to a power of two
-        (at least `min_rows`) and lengths to a multiple of 128: every new shape compiles the
-        whole backbone (tens of seconds on a CPU), so a round's calls share few shapes."""
+        and lengths to a multiple of 128: every new shape compiles the whole backbone (tens of
+        seconds on a CPU), so a round's calls share few shapes."""
         prompts = [self.encode(r.prompt) for r in requests]
         seqs = prompts if prefix is None else inference.strip_prefix(prompts, prefix.ids)
-        rows = inference.pow2_at_least(max(len(requests), min_rows))
+        rows = inference.pow2_at_least(len(requests))
         length = -(-max(len(p) for p in seqs) // _LENGTH_STEP) * _LENGTH_STEP
         tokens, mask = inference.left_pad(seqs, length, self.pad_id, rows=rows)
         index = np.zeros(rows, np.int32)
@@ -376,7 +375,7 @@ def collect_group(game: Game, decider: Decider, base: Any, bank: Any, n_rollouts
             keys_t = _decision_keys(keys, jnp.asarray(slots, jnp.int32),
                                     jnp.asarray(pending[:, 0] % n_rollouts, jnp.int32),
                                     jnp.asarray(pending[:, 1], jnp.int32), jnp.int32(t))
-            results = decider.decide(base, bank, requests, keys_t, prefix, min_rows=min(_MIN_ROWS, total * n))
+            results = decider.decide(base, bank, requests, keys_t, prefix)
             for req, out in zip(requests, results):
                 item = req.menu[out.action]
                 choices[req.rollout, req.agent] = item.index

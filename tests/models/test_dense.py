@@ -286,15 +286,15 @@ def test_per_agent_menu_scoring_with_shared_prefix_equals_separate_calls(tiny_qw
                 "label_mask": label_mask, "end": end, "letters": letters, "menu_mask": allowed}
 
     whole = inputs([prefix + s for s in suffixes], 16)
-    alone = np.stack([np.asarray(jax.jit(policy.joint_logp)(m.params, lora.agent(bank, int(a)),
-                                                            jax.tree.map(lambda x: jnp.asarray(x[j:j + 1]), whole)))[0, 0]
+    row = lambda j: jax.tree.map(lambda x: jnp.asarray(x[j:j + 1]), whole)
+    alone = np.stack([np.asarray(jax.jit(policy.joint_logp)(m.params, lora.agent(bank, int(a)), row(j)))[0, 0]
                       for j, a in enumerate(agents)])                                    # [4, M]
     caches = policy.prefill(m.params, bank, prefix)
     part = jax.tree.map(lambda x: jnp.asarray(x[:, None]), inputs(suffixes, 8))
     keys = jax.random.split(jax.random.PRNGKey(0), 4)
     state, choice, lp = policy.decide(m.params, bank, agents, part, keys, caches)
-    _, choice_whole, lp_whole = policy.decide(m.params, bank, agents, jax.tree.map(lambda x: jnp.asarray(x[:, None]), whole),
-                                              keys)
+    whole_rows = jax.tree.map(lambda x: jnp.asarray(x[:, None]), whole)
+    _, choice_whole, lp_whole = policy.decide(m.params, bank, agents, whole_rows, keys)
     np.testing.assert_array_equal(choice, choice_whole)
     np.testing.assert_allclose(lp[:, 0], alone[np.arange(4), choice[:, 0]], atol=1e-4)
     np.testing.assert_allclose(lp, lp_whole, atol=1e-4)

@@ -11,7 +11,7 @@ import pytest
 from omjax.config import LoRAConfig, PolicyConfig
 from omjax.models import inference, lora
 from omjax.options.menu import MenuItem
-from omjax.prompts import Memory
+from omjax.prompts import Memory, format_reply, render_chat
 from omjax.train import grpo
 from omjax.train.policy import LetterPolicy, SamplePolicy
 from omjax.train.rollout import Decider, Request
@@ -143,6 +143,11 @@ def test_oracle_and_none_state_lines_score_one_branch(setup):
         decider = Decider(policy, m.tokenizer, PolicyConfig(state_line=line))
         reqs = requests(decider, game, 2)
         assert reqs[0].prompt.endswith(prompt_end) and reqs[0].branches.labels == (label,)
+        # The tokens read are those of the whole reply prefix: under `oracle`, exactly what the
+        # letter mode read before the state line was the model's (so its arithmetic is unchanged).
+        user = game.user_message(0, 0, reqs[0].menu, Memory())
+        whole = decider.encode(render_chat(m.tokenizer, game.system_message(), user, format_reply(label)))
+        assert decider.encode(reqs[0].prompt) + list(reqs[0].branches.tokens[0]) == whole
         out = decider.decide(m.params, bank, reqs, jax.random.split(jax.random.PRNGKey(0), len(reqs)),
                              decider.prefill(m.params, bank, game.system_message()))
         assert all(o.state == 0 for o in out)
