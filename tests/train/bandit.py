@@ -14,17 +14,26 @@ OPTIONS = ("wait", "pick", "pay", "drop")
 PAY = OPTIONS.index("pay")
 
 
-class MenuBandit:
+class MenuBandit(Game):
+    game = "bandit"
+    interface = "options"
     delivery_reward = 1.0
 
-    def __init__(self, n_agents: int, horizon: int, flat: bool = False, fail_at_call: int | None = None):
+    def __init__(self, n_agents: int, horizon: int, flat: bool = False, fail_at_call: int | None = None,
+                 labels: tuple[str, ...] = ("now", "wait")):
         self.n_agents, self.horizon, self.flat = n_agents, horizon, flat
+        self.labels = labels
         self.fail_at_call = fail_at_call
         self.calls = 0
         self.k = 0
 
     def reset(self, seeds):
         self.k = len(seeds)
+        self.returns = np.zeros((self.k, self.n_agents))
+
+    @property
+    def n_episodes(self):
+        return self.k
 
     def needs_decision(self):
         return np.ones((self.k, self.n_agents), bool)
@@ -41,8 +50,11 @@ class MenuBandit:
     def user_message(self, k, agent, menu, memory):
         return "you are player . menu :\n" + "\n".join(f"{it.letter} ) {it.label}" for it in menu)
 
+    def state_labels(self):
+        return self.labels
+
     def state_label(self, k, agent):
-        return "state"
+        return self.labels[0]
 
     parse_choice = Game.parse_choice
 
@@ -50,6 +62,15 @@ class MenuBandit:
         self.calls += 1
         if self.fail_at_call is not None and self.calls == self.fail_at_call:
             raise KeyboardInterrupt("simulated kill")
-        if self.flat:
-            return np.ones(self.k)
-        return (np.asarray(choices) == PAY).sum(axis=1).astype(np.float64)
+        paid = np.ones((self.k, self.n_agents)) / self.n_agents if self.flat else (np.asarray(choices) == PAY) * 1.0
+        self.returns += paid
+        return paid.sum(axis=1)
+
+    def positions(self):
+        return np.zeros((self.k, self.n_agents, 2), np.int64)  # everyone on the one floor cell
+
+    def walls(self):
+        return np.zeros((1, 1), bool)
+
+    def agent_returns(self):
+        return self.returns.copy()
