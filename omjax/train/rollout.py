@@ -33,8 +33,8 @@ from omjax.games.base import Game
 from omjax.models import inference
 from omjax.options.menu import MenuItem
 from omjax.prompts import Memory, format_reply, parse_reply, render_chat
-from omjax.train.sharding import Placement
 from omjax.train.policy import Branches, LetterPolicy, SamplePolicy, assistant_prefix, make_branches, pack_branches
+from omjax.train.sharding import Placement
 
 # The user turn's placeholder when rendering the template up to the user's text (the shared
 # prefix), and user texts whose first characters could merge with the template's last tokens.
@@ -263,7 +263,8 @@ class Decider:
         branches = [r.branches for r in requests]
         inputs = self.letter_inputs([r.menu for r in requests], branches, tokens, mask)
         inputs = {name: x[:, None] for name, x in inputs.items()}  # one decision per row
-        state, action, logp = self.policy.decide(base, bank, *self.placement.split((index, inputs, keys)), caches)  # [rows, 1]
+        state, action, logp = self.policy.decide(  # [rows, 1]
+            base, bank, *self.placement.split((index, inputs, keys)), caches)
         out = []
         for j, r in enumerate(requests):
             s, a = int(state[j, 0]), int(action[j, 0])
@@ -274,8 +275,8 @@ class Decider:
         return out
 
     def _sample(self, base, bank, index, requests, prompts, tokens, mask, keys, caches):
-        toks, logps, live = self.policy.generate(base, bank, *self.placement.split((index, tokens[:, None], mask[:, None], keys)),
-                                                 caches)
+        toks, logps, live = self.policy.generate(
+            base, bank, *self.placement.split((index, tokens[:, None], mask[:, None], keys)), caches)
         out = []
         for j, r in enumerate(requests):
             n = int(live[j, 0].sum())

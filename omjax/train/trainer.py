@@ -154,7 +154,8 @@ class Trainer:
                                   minibatch_size=t.minibatch_size, kl_kind=self.policy.kl_kind)
         self._update_bar: tqdm | None = None
         self.update = make_bank_update(self.policy.policy_fn, self.optimizer, settings, self.policy.prepare,
-                                       on_step=lambda: self._update_bar is not None and self._update_bar.update())
+                                       on_step=lambda: self._update_bar is not None and self._update_bar.update(),
+                                       in_sequence=jax.default_backend() == "cpu" and self.placement.n_devices == 1)
         self._init = jax.jit(self._init_one)
         self.round_compilations: list[int] = []
         """XLA compilations during each `round_group` call of this Trainer (0 once shapes repeat)."""
