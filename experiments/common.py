@@ -34,6 +34,7 @@ from omjax.eval import cli as eval_cli  # noqa: E402
 from omjax.eval.results import read_results  # noqa: E402
 from omjax.train import cli as train_cli  # noqa: E402
 from omjax.train.metrics import read_jsonl  # noqa: E402
+from omjax.train.trainer import seed_dir  # noqa: E402
 
 CONFIGS = REPO / "configs"
 
@@ -145,6 +146,24 @@ def train(config: Path, overrides: list[str], run_dir: Path) -> None:
         raise RuntimeError(f"omjax {' '.join(argv)} failed")
 
 
+def train_group(config: Path, overrides: list[str], group_dir: Path, seeds: list[int]) -> None:
+    """`omjax train --seeds` of every seed in one program into `group_dir/seed_<s>`, resuming a
+    stopped group; nothing when every seed finished training."""
+    group_dir = Path(group_dir)
+    rounds = load_config(config, overrides).train.rounds
+    dirs = [seed_dir(group_dir, s) for s in seeds]
+    if all((d / "config.yaml").is_file() and _rounds_done(d) >= rounds for d in dirs):
+        return
+    seed_list = ",".join(map(str, seeds))
+    if all((d / "checkpoints").is_dir() and any((d / "checkpoints").iterdir()) for d in dirs):
+        argv = ["train", "--resume", str(group_dir), "--seeds", seed_list, *overrides]
+    else:
+        argv = ["train", "--config", str(config), "--seeds", seed_list, *overrides,
+                f"run.out_dir={group_dir}", "--overwrite"]
+    if train_cli.main(argv) != 0:
+        raise RuntimeError(f"omjax {' '.join(argv)} failed")
+
+
 def evaluate(run_dir: Path, episodes: int, overrides: list[str] = (), *, config: Path | None = None,
              label: str | None = None, compare: list[Path] = ()) -> None:
     """`omjax eval` of a trained run (or, with `config`, of the frozen base) into `run_dir/eval`."""
@@ -202,8 +221,13 @@ def table1_frozen_dir(root: Path, game: str, backbone: str) -> Path:
     return Path(root) / "table1" / game / backbone / "frozen"
 
 
+def table1_ours_group(root: Path, game: str, backbone: str) -> Path:
+    """The multi-seed training run of one Table 1 cell (one `seed_<s>` run per seed below it)."""
+    return Path(root) / "table1" / game / backbone / "ours"
+
+
 def table1_ours_dir(root: Path, game: str, backbone: str, seed: int) -> Path:
-    return Path(root) / "table1" / game / backbone / "ours" / f"seed{seed}"
+    return seed_dir(table1_ours_group(root, game, backbone), seed)
 
 
 def table2_dir(root: Path, game: str, cell: str) -> Path:

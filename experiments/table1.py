@@ -6,8 +6,9 @@
 
 For each game and backbone: the frozen base is evaluated once from the config (it has no training
 seed) with native actions, as the paper's Table 1 frozen row is (frozen + native, Ablation C; the
-frozen base over the option menu is Table 2's "Frozen + option menu" row), and the full method is
-trained and evaluated once per training seed. A cell is the mean ±
+frozen base over the option menu is Table 2's "Frozen + option menu" row), and the full method
+trains every training seed in one program (`omjax train --seeds`: one base, the seeds' adapters in
+one bank, their rollouts batched together), then each seed's best checkpoint is evaluated. A cell is the mean ±
 std over seeds of each run's mean team return on the held-out episodes. Writes `<root>/table1.md`.
 """
 
@@ -30,10 +31,12 @@ def run_game(scale: common.Scale, root: Path, game: str, backbone: str, extra: l
     frozen = common.table1_frozen_dir(root, game, backbone)
     common.run_policy(config, [*scale.overrides, *TABLE2_CELLS["frozen_native"], *extra], frozen,
                       scale.eval_episodes, label="frozen")
-    for seed in scale.seeds:
-        common.run_policy(config, [*scale.overrides, *TABLE2_CELLS["ours"], f"seed={seed}", *extra],
-                          common.table1_ours_dir(root, game, backbone, seed), scale.eval_episodes,
-                          label=f"ours_seed{seed}", compare=[frozen / "eval"])
+    seeds = list(scale.seeds)
+    common.train_group(config, [*scale.overrides, *TABLE2_CELLS["ours"], *extra],
+                       common.table1_ours_group(root, game, backbone), seeds)
+    for seed in seeds:
+        common.evaluate(common.table1_ours_dir(root, game, backbone, seed), scale.eval_episodes,
+                        label=f"ours_seed{seed}", compare=[frozen / "eval"])
 
 
 def render(root: Path, scale: common.Scale, games: tuple[str, ...]) -> str:

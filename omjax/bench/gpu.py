@@ -37,7 +37,8 @@ import numpy as np
 from omjax.config import LoRAConfig
 from omjax.models import configs, memory_estimate
 from omjax.models import lora as lora_lib
-from omjax.train.policy import LetterPolicy, pow2_at_least
+from omjax.models.inference import pow2_at_least
+from omjax.train.policy import LetterPolicy
 from omjax.train.update import DecisionBatch, UpdateSettings, init_opt_state, make_bank_update, make_optimizer
 
 MENU = 16
@@ -82,8 +83,10 @@ def bench_decide(model, agents: int, seeds: int, tokens: int, repeats: int) -> d
     slot = np.arange(rows) % n
     # Row r: seed s, rollout k, agent a -> bank index s*A + a (seed-major, as the trainer lays it).
     bank_rows = (slot // (agents * game["rollouts"])) * agents + slot % agents
+    # The last token is the one state branch (`choice:` of a reply without a state line).
     inputs = {"tokens": jnp.asarray(rng.integers(0, model.config.vocab_size, (rows, 1, tokens)), jnp.int32),
-              "mask": jnp.ones((rows, 1, tokens), jnp.int32),
+              "mask": jnp.ones((rows, 1, tokens), jnp.int32).at[:, :, -1].set(2),
+              "label_mask": jnp.zeros((rows, 1, 1, 1), bool), "end": jnp.zeros((rows, 1, 1), jnp.int32),
               "letters": jnp.asarray(np.broadcast_to(np.arange(MENU) + 5, (rows, 1, MENU)), jnp.int32),
               "menu_mask": jnp.ones((rows, 1, MENU), bool)}
     keys = jax.random.split(jax.random.PRNGKey(1), rows)
@@ -106,9 +109,11 @@ def bench_update(model, seeds: int, decisions: int, tokens: int, repeats: int) -
     valid = jnp.broadcast_to(jnp.arange(b) < decisions, (n, b))
     batch = DecisionBatch(
         inputs={"tokens": jax.random.randint(k1, (n, b, tokens), 0, model.config.vocab_size),
-                "mask": jnp.ones((n, b, tokens), jnp.int32),
+                "mask": jnp.ones((n, b, tokens), jnp.int32).at[:, :, -1].set(2),
+                "label_mask": jnp.zeros((n, b, 1, 1), bool), "end": jnp.zeros((n, b, 1), jnp.int32),
                 "letters": jnp.broadcast_to(jnp.arange(MENU) + 5, (n, b, MENU)),
                 "menu_mask": jnp.ones((n, b, MENU), bool),
+                "state": jnp.zeros((n, b), jnp.int32),
                 "action": jax.random.randint(k2, (n, b), 0, MENU)},
         advantage=jax.random.normal(k3, (n, b)), valid=valid)
     state = init_opt_state(opt, bank)

@@ -1,13 +1,15 @@
-"""One PA-MAGRPO update for N agents: `jax.vmap` over the adapter bank vs a Python loop over agents.
+"""One PA-MAGRPO update for N agents: the trainer's bank update vs `jax.vmap` vs a Python loop.
 
-    python -m omjax.bench update [--agents 7] [--skip-smollm2] [--smollm2-decisions 4] ...
+    python -m omjax.bench update [--agents 7] [--seeds 5] [--skip-smollm2] [--smollm2-decisions 4] ...
 
-Both variants run the same shipped one-agent update (`omjax.train.update.make_agent_update`) on
-the same random letter-mode decision batches: the vmapped one is `make_bank_update` (one jitted
-call for the whole bank), the loop jits the one-agent update once and calls it per agent. Each
+All run the same shipped one-agent update (`omjax.train.update.make_agent_update`) on the same
+random letter-mode decision batches: the trainer's `make_bank_update` (one jitted call for the
+whole bank; on a CPU its adapters run in sequence inside the program), the same with `vmap`
+over the adapters, and a loop that jits the one-agent update once and calls it per agent. Each
 is timed after a warm-up call (compile excluded, reported separately), and the final adapters
-are checked equal. Backbones: a tiny random Llama (built with transformers, no download) and
-SmolLM2-135M (the shipped GGUF). Ends with one JSON line `{"bench": "update", ...}`.
+are checked equal. The tiny backbone is also timed with a bank of seeds x agents adapters (a
+multi-seed run's update). Backbones: a tiny random Llama (built with transformers, no download)
+and SmolLM2-135M (the shipped GGUF). Ends with one JSON line `{"bench": "update", ...}`.
 """
 
 from __future__ import annotations
@@ -45,9 +47,13 @@ def _batch(key, n_agents: int, b: int, t: int, vocab: int, menu: int):
     k1, k2, k3 = jax.random.split(key, 3)
     inputs = {
         "tokens": jax.random.randint(k1, (n_agents, b, t), 0, vocab),
-        "mask": jnp.ones((n_agents, b, t), jnp.int32),
+        # The last token is the one state branch (`choice:` of a reply without a state line).
+        "mask": jnp.ones((n_agents, b, t), jnp.int32).at[:, :, -1].set(2),
+        "label_mask": jnp.zeros((n_agents, b, 1, 1), bool),
+        "end": jnp.zeros((n_agents, b, 1), jnp.int32),
         "letters": jnp.broadcast_to(jnp.arange(menu) + 5, (n_agents, b, menu)),
         "menu_mask": jnp.ones((n_agents, b, menu), bool),
+        "state": jnp.zeros((n_agents, b), jnp.int32),
         "action": jax.random.randint(k2, (n_agents, b), 0, menu),
     }
     return DecisionBatch(inputs=inputs, advantage=jax.random.normal(k3, (n_agents, b)),
@@ -72,9 +78,13 @@ def bench_backbone(name: str, model, n_agents: int, b: int, t: int, minibatch: i
     batch = _batch(jax.random.PRNGKey(1), n_agents, b, t, model.config.vocab_size, 6)
     keys = jax.random.split(jax.random.PRNGKey(2), n_agents)
 
-    vmapped = make_bank_update(policy.policy_fn, opt, settings)
+    vmapped = make_bank_update(policy.policy_fn, opt, settings, in_sequence=False)
     (v_bank, _, _), v_first = _timed(vmapped, model.params, bank, state, batch, keys)
     (v_bank, _, _), v_run = _timed(vmapped, model.params, bank, state, batch, keys)
+    # The trainer's bank update on this backend (on a CPU: the adapters in sequence in one program).
+    shipped = make_bank_update(policy.policy_fn, opt, settings)
+    (s_bank, _, _), s_first = _timed(shipped, model.params, bank, state, batch, keys)
+    (s_bank, _, _), s_run = _timed(shipped, model.params, bank, state, batch, keys)
 
     one = jax.jit(make_agent_update(policy.policy_fn, opt, settings))
     pick = lambda tree, i: jax.tree.map(lambda x: x[i], tree)
@@ -86,16 +96,19 @@ def bench_backbone(name: str, model, n_agents: int, b: int, t: int, minibatch: i
     l_banks, l_run = _timed(loop, model.params, bank, state, batch, keys)
     err = 0.0
     for i, l in enumerate(l_banks):
-        for a, c in zip(jax.tree.leaves(pick(v_bank, i)), jax.tree.leaves(l)):
-            err = max(err, float(jnp.max(jnp.abs(a - c))))
+        for bank_i in (v_bank, s_bank):
+            for a, c in zip(jax.tree.leaves(pick(bank_i, i)), jax.tree.leaves(l)):
+                err = max(err, float(jnp.max(jnp.abs(a - c))))
     tokens = n_agents * b * t
     row = {
         "backbone": name, "agents": n_agents, "decisions_per_agent": b, "tokens_per_decision": t,
         "vmap_s": v_run, "loop_s": l_run, "loop_over_vmap": l_run / v_run,
+        "bank_s": s_run, "loop_over_bank": l_run / s_run, "bank_compile_s": s_first - s_run,
         "vmap_compile_s": v_first - v_run, "loop_compile_s": l_first - l_run,
         "vmap_tokens_per_s": tokens * settings.epochs / v_run, "max_abs_diff": err,
     }
-    print(f"{name:>14}: vmapped {v_run:8.3f} s | python loop {l_run:8.3f} s | loop/vmap {l_run / v_run:5.2f}x "
+    print(f"{name:>14}: trainer's bank update {s_run:8.3f} s | vmapped {v_run:8.3f} s | python loop {l_run:8.3f} s "
+          f"| loop/bank {l_run / s_run:5.2f}x loop/vmap {l_run / v_run:5.2f}x "
           f"| compile vmap {v_first - v_run:6.1f} s loop {l_first - l_run:6.1f} s | max |diff| {err:.2e}", flush=True)
     return row
 
@@ -103,6 +116,8 @@ def bench_backbone(name: str, model, n_agents: int, b: int, t: int, minibatch: i
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m omjax.bench update", description=__doc__.split("\n\n")[0])
     p.add_argument("--agents", type=int, default=7)
+    p.add_argument("--seeds", type=int, default=5,
+                   help="also time the bank of seeds x agents adapters (a multi-seed run's update); 1: skip")
     p.add_argument("--tiny-decisions", type=int, default=16)
     p.add_argument("--tiny-tokens", type=int, default=128)
     p.add_argument("--smollm2-decisions", type=int, default=4)
@@ -111,8 +126,12 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
-        rows.append(bench_backbone("tiny-llama", _tiny_llama(tmp), args.agents, args.tiny_decisions,
+        tiny = _tiny_llama(tmp)
+        rows.append(bench_backbone("tiny-llama", tiny, args.agents, args.tiny_decisions,
                                    args.tiny_tokens, minibatch=8, rank=8))
+        if args.seeds > 1:
+            rows.append(bench_backbone(f"tiny-llama {args.seeds}x{args.agents}", tiny, args.seeds * args.agents,
+                                       args.tiny_decisions, args.tiny_tokens, minibatch=8, rank=8))
     if not args.skip_smollm2:
         rows.append(bench_backbone("smollm2-135m", load("smollm2-135m", with_tokenizer=False), args.agents,
                                    args.smollm2_decisions, args.smollm2_tokens,

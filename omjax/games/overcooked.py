@@ -29,8 +29,7 @@ from omjax.envs.overcooked.layout import Layout, Terrain
 from omjax.games.base import Game, NativeActions
 from omjax.interfaces.compound_json import EmissionLedger, render_vocabulary
 from omjax.interfaces.native import native_action_set
-from omjax.options import menu as menu_mod
-from omjax.options.menu import MenuItem, render_menu
+from omjax.options.menu import MenuItem, items_from_ranks, render_menu
 from omjax.options.overcooked import SCHEMA, OvercookedOptions, library
 from omjax.options.synthesis import read_guards
 from omjax.prompts import overcooked as prompts
@@ -208,12 +207,10 @@ class OvercookedCompoundGame(EmissionLedger, OvercookedOptionsGame):
     def __init__(self, layout: str, horizon: int, reward_shaping: float = 0.0, option_library: str = "lib_a"):
         super().__init__(layout, horizon, guards_path="", reward_shaping=reward_shaping, interface="compound_json",
                          option_library=option_library)
-        schema = self.lib.schema
+        schema, instances = self.lib.schema, self.lib.instances
         # Every guardless instance, in construction order: the table replies are resolved in.
-        self._menu = [MenuItem(letter=menu_mod.letter(k), index=k, opt=schema.options[inst.opt].name,
-                               target=inst.target, label=menu_mod.label(schema, inst))
-                      for k, inst in enumerate(self.lib.instances)]
-        self._vocabulary = render_vocabulary(schema, self.lib.instances)
+        self._menu = items_from_ranks(schema, instances, np.arange(len(instances)))
+        self._vocabulary = render_vocabulary(schema, instances)
         self.reset_ledger(0, self.n_agents)
 
     def reset(self, seeds: list[int]) -> None:

@@ -42,6 +42,7 @@ from omjax.train import grpo
 from omjax.train.checkpoint import Checkpointer, TrainState
 from omjax.train.metrics import MetricsLog, plot_learning_curve, write_jsonl_atomic
 from omjax.train.policy import LetterPolicy, SamplePolicy
+from omjax.train.sharding import Placement
 from omjax.train.rollout import Decider, RolloutBatch, collect_group, decision_record, update_inputs
 from omjax.train.update import (DecisionBatch, UpdateSettings, active_minibatches, init_opt_state, make_bank_update,
                                 make_optimizer)
@@ -121,13 +122,14 @@ class Trainer:
     the jitted bank update."""
 
     def __init__(self, cfg: Config, model: Any = None, run_dir: str | Path | None = None, game: Any = None,
-                 seeds: Sequence[int] | None = None):
+                 seeds: Sequence[int] | None = None, devices: Sequence[Any] | None = None):
         """`model` (an `omjax.models.load` result) and `game` (a `Game`) default to the ones the
         config names; passing them lets tests and notebooks reuse a loaded backbone.
 
         `seeds` (default: the config's one seed, in `run_dir` itself) trains one run per seed in
         `run_dir/seed_<s>`, each with the config's `seed` set to it; the game then runs
-        `train.rollouts` x (number of seeds) episodes."""
+        `train.rollouts` x (number of seeds) episodes. `devices` (default: all) hold the
+        replicated base and split the adapter bank and decision rows (`omjax.train.sharding`)."""
         self.run_dir = Path(run_dir or cfg.run.out_dir)
         self.grouped = seeds is not None
         self.seeds = [cfg.seed] if seeds is None else [int(s) for s in seeds]
@@ -152,13 +154,18 @@ class Trainer:
         self.policy = make_policy(cfg, self.model, self.lora_cfg)
         self.game = game if game is not None else make_game(cfg.env, cfg.policy.action_interface)
         self.decider = Decider(self.policy, self.model.tokenizer, cfg.policy)
+        self.placement = Placement(devices)
+        self.decider.placement = self.placement
+        self.params = self.placement.replicate(self.model.params)
+        """The frozen base on every device (the model's own params on one device)."""
         t = cfg.train
         self.optimizer = make_optimizer(t.lr, t.max_grad_norm, t.adam_b1, t.adam_b2, t.adam_eps)
         settings = UpdateSettings(clip_eps=t.clip_eps, kl_coef=t.kl_coef, epochs=t.epochs,
                                   minibatch_size=t.minibatch_size, kl_kind=self.policy.kl_kind)
         self._update_bar: tqdm | None = None
         self.update = make_bank_update(self.policy.policy_fn, self.optimizer, settings, self.policy.prepare,
-                                       on_step=lambda: self._update_bar is not None and self._update_bar.update())
+                                       on_step=lambda: self._update_bar is not None and self._update_bar.update(),
+                                       in_sequence=jax.default_backend() == "cpu" and self.placement.n_devices == 1)
         self._init = jax.jit(self._init_one)
         self.round_compilations: list[int] = []
         """XLA compilations during each `round_group` call of this Trainer (0 once shapes repeat)."""
@@ -199,9 +206,9 @@ class Trainer:
             raise ValueError(f"round_group needs one state per seed ({len(self.seeds)}), all at one round")
         c0, t0 = compilations(), time.time()
         splits = [jax.random.split(st.key, 3) for st in states]  # per seed: next key, rollouts, update
-        bank = _stack([st.bank for st in states])
+        bank = self.placement.split(_stack([st.bank for st in states]))
         try:
-            batches = collect_group(self.game, self.decider, self.model.params, bank, k,
+            batches = collect_group(self.game, self.decider, self.params, bank, k,
                                     jnp.stack([sp[1] for sp in splits]), self.seeds, r, a, progress=cfg.run.progress)
         except RolloutWorkerError as err:
             raise RolloutWorkerError(f"round {r} of the run with seed{'s' if n_seeds > 1 else ''} "
@@ -226,15 +233,15 @@ class Trainer:
                 decisions, self.policy, self.decider, np.concatenate(advs), n_seeds * a,
                 lambda d: (d.rollout // k) * a + (0 if shared else d.agent), cfg.train.minibatch_size,
                 cfg.train.update_rows, cfg.train.update_tokens)
-            dbatch = DecisionBatch(inputs=jax.tree.map(jnp.asarray, inputs), advantage=jnp.asarray(adv_rows),
-                                   valid=jnp.asarray(valid))
+            dbatch = self.placement.split(DecisionBatch(inputs=inputs, advantage=adv_rows, valid=valid))
             keys = jnp.concatenate([jax.random.split(sp[2], a) for sp in splits])
             active = active_minibatches(valid, cfg.train.minibatch_size)
             self._update_bar = tqdm(total=cfg.train.epochs * active, desc=f"round {r} update", unit="step",
                                     leave=False, disable=not cfg.run.progress)
             try:
                 out_bank, out_opt, metrics = self.update(
-                    self.model.params, bank, _stack([st.opt_state for st in states]), dbatch, keys, active)
+                    self.params, bank, self.placement.split(_stack([st.opt_state for st in states])),
+                    dbatch, self.placement.split(keys), active)
                 wait_interruptibly(metrics)
             finally:
                 self._update_bar.close()

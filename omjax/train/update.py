@@ -213,16 +213,29 @@ def make_agent_update(policy_fn: PolicyFn, optimizer: optax.GradientTransformati
 
 
 def make_bank_update(policy_fn: PolicyFn, optimizer: optax.GradientTransformation, settings: UpdateSettings,
-                     prepare_fn: Callable[[Any, Any], Any] | None = None, on_step: Callable[[], None] | None = None):
-    """Jitted update of the whole adapter bank: vmap of the one-agent update over axis 0 of the
+                     prepare_fn: Callable[[Any, Any], Any] | None = None, on_step: Callable[[], None] | None = None,
+                     in_sequence: bool | None = None):
+    """Jitted update of the whole adapter bank: the one-agent update mapped over axis 0 of the
     LoRA tree, optimizer state, decision batches ([A, B, ...]) and keys ([A]); the frozen base
     and `n_active` (the most minibatches any agent needs) are shared (not mapped).
+
+    `in_sequence` (default: on a CPU backend) runs the adapters one after another inside the one
+    program (`lax.map`) instead of side by side (`vmap`): the same per-adapter arithmetic,
+    without the vmapped program's A-times larger intermediates, which on a CPU cost more in cache
+    misses than the batching gains (vmap: 0.77x a Python loop over agents, 7 agents). On an
+    accelerator, and when the adapter axis is split over several devices, `vmap` is the one.
 
     `update(base, bank, opt_state, batch, keys, n_active=None) -> (bank, opt_state,
     UpdateMetrics [A, E, n_mb])`
     """
-    mapped = jax.vmap(make_agent_update(policy_fn, optimizer, settings, prepare_fn, on_step),
-                      in_axes=(None, 0, 0, 0, 0, None))
+    one = make_agent_update(policy_fn, optimizer, settings, prepare_fn, on_step)
+    if in_sequence is None:
+        in_sequence = jax.default_backend() == "cpu"
+    if in_sequence:
+        def mapped(base, bank, opt_state, batch, keys, n_active):
+            return jax.lax.map(lambda x: one(base, *x, n_active), (bank, opt_state, batch, keys))
+    else:
+        mapped = jax.vmap(one, in_axes=(None, 0, 0, 0, 0, None))
 
     @jax.jit
     def update(base, bank, opt_state, batch: DecisionBatch, keys, n_active=None):

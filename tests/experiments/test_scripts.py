@@ -58,7 +58,8 @@ def test_table1_fig1_fig3(tiny_model_dir, tmp_path):
     assert len(summary["shares"]) == 2
     assert fig3.main(common) == 0
     assert (tmp_path / "figures" / "fig3_overcooked_aa.png").is_file()
-    seed0 = tmp_path / "table1" / "overcooked_aa" / "smollm2" / "ours" / "seed0"
+    seed0 = tmp_path / "table1" / "overcooked_aa" / "smollm2" / "ours" / "seed_0"
+    assert json.loads((seed0.parent / "group.json").read_text())["seeds"] == [0, 1]  # one multi-seed program
     (tmp_path / "figures" / "fig3_overcooked_aa.png").unlink()
     assert fig3.main([*common, "--run", str(seed0)]) == 0  # a finished run, nothing launched
     assert (tmp_path / "figures" / "fig3_overcooked_aa.png").is_file()

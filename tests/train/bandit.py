@@ -19,8 +19,10 @@ class MenuBandit(Game):
     interface = "options"
     delivery_reward = 1.0
 
-    def __init__(self, n_agents: int, horizon: int, flat: bool = False, fail_at_call: int | None = None):
+    def __init__(self, n_agents: int, horizon: int, flat: bool = False, fail_at_call: int | None = None,
+                 labels: tuple[str, ...] = ("now", "wait")):
         self.n_agents, self.horizon, self.flat = n_agents, horizon, flat
+        self.labels = labels
         self.fail_at_call = fail_at_call
         self.calls = 0
         self.k = 0
@@ -49,10 +51,12 @@ class MenuBandit(Game):
         return "you are player . menu :\n" + "\n".join(f"{it.letter} ) {it.label}" for it in menu)
 
     def state_labels(self):
-        return ("state",)
+        return self.labels
 
     def state_label(self, k, agent):
-        return "state"
+        return self.labels[0]
+
+    parse_choice = Game.parse_choice
 
     def step(self, choices):
         self.calls += 1

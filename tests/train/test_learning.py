@@ -6,6 +6,8 @@ import numpy as np
 import pytest
 
 from omjax.config import load_config
+from omjax.models import inference
+from omjax.prompts import Memory
 from omjax.train.trainer import RunInterrupted, Trainer
 
 from bandit import PAY, MenuBandit
@@ -22,22 +24,19 @@ def config(tmp_path, *extra):
 
 
 def pay_probability(trainer, bank):
-    """P(pay) of each adapter on the bandit's decision prompt, from the shipped policy."""
-    game = trainer.game
+    """P(pay) of each adapter on the bandit's decision prompt (summed over the state labels the
+    model may write), from the shipped policy."""
+    game, decider = trainer.game, trainer.decider
     game.reset([0])
-    from omjax.prompts import Memory, format_reply, render_chat
-
     menu = game.menu(0, 0, None)
-    prompt = render_chat(trainer.model.tokenizer, game.system_message(),
-                         game.user_message(0, 0, menu, Memory()), format_reply("state"))
-    ids = trainer.decider.encode(prompt)
-    letters = jnp.asarray([trainer.decider.letter_ids([it.letter for it in menu])])
-    inputs = {"tokens": jnp.asarray([ids]), "mask": jnp.ones((1, len(ids)), jnp.int32), "letters": letters,
-              "menu_mask": jnp.ones((1, len(menu)), bool)}
+    ids = decider.encode(decider.prompt(game.system_message(), game.user_message(0, 0, menu, Memory())))
+    tokens, mask = inference.left_pad([ids], len(ids))
+    inputs = jax.tree.map(jnp.asarray, decider.letter_inputs([menu], [decider.state_branches(game, 0, 0)], tokens, mask))
     out = []
     for a in range(jax.tree.leaves(bank)[0].shape[0]):
         lora = jax.tree.map(lambda x: x[a], bank)
-        out.append(float(jnp.exp(trainer.policy.menu_logp(trainer.model.params, lora, inputs))[0, PAY]))
+        joint = trainer.policy.joint_logp(trainer.model.params, lora, inputs)  # [1, L, M]
+        out.append(float(jnp.exp(joint)[0, :, PAY].sum()))
     return np.array(out)
 
 

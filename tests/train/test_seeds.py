@@ -63,10 +63,9 @@ def test_two_seeds_together_equal_each_seed_alone(tiny_model, tmp_path):
             ref = read_jsonl(alone_dir / "decisions" / f"round_{r:04d}.jsonl")
             assert [d["letter"] for d in mine] == [d["letter"] for d in ref]
             assert_close(ref, mine, f"seed {s} round {r} decisions")
-    # The two seeds are different runs; in round 0 seed 0's cohort has no spread and seed 1's
-    # does, so the group's one update also leaves a seed that does not update untouched.
+    # The two seeds are different runs (equal to their solo runs above, so one update over the
+    # whole bank moved each seed's adapters only by its own cohort).
     assert together[0][0]["team_returns"] != together[1][0]["team_returns"]
-    assert [together[0][0]["updated"], together[1][0]["updated"]] == [False, True]
 
 
 def test_group_resumes_to_the_uninterrupted_metrics(tiny_model, tmp_path):
