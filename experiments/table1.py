@@ -31,16 +31,16 @@ def run_game(scale: common.Scale, root: Path, game: str, backbone: str, extra: l
     frozen = common.table1_frozen_dir(root, game, backbone)
     common.run_policy(config, [*scale.overrides, *TABLE2_CELLS["frozen_native"], *extra], frozen,
                       scale.eval_episodes, label="frozen")
-    seeds = list(scale.seeds)
-    common.train_group(config, [*scale.overrides, *TABLE2_CELLS["ours"], *extra],
-                       common.table1_ours_group(root, game, backbone), seeds)
-    for seed in seeds:
-        common.evaluate(common.table1_ours_dir(root, game, backbone, seed), scale.eval_episodes,
+    overrides = [*scale.overrides, *TABLE2_CELLS["ours"], *extra]
+    for library, seeds in common.library_groups(config, overrides, scale.seeds).items():
+        common.train_group(config, overrides, common.table1_ours_group(root, game, backbone, library), seeds)
+    for seed in scale.seeds:
+        common.evaluate(common.table1_ours_dir(root, scale, game, backbone, seed), scale.eval_episodes,
                         label=f"ours_seed{seed}", compare=[frozen / "eval"])
 
 
 def render(root: Path, scale: common.Scale, games: tuple[str, ...]) -> str:
-    data = common.collect_table1(root, scale.backbones, games, scale.seeds)
+    data = common.collect_table1(root, scale, games)
     table = table1_markdown(data, scale.backbones, games)
     common.write_text(root / "table1.md", table)
     return table
