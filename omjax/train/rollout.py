@@ -183,10 +183,16 @@ def episode_seed(seed: int, round_idx: int, rollout: int) -> int:
 
 
 def collect(game: Game, decider: Decider, base: Any, bank: Any, n_rollouts: int, key: jax.Array,
-            seed: int, round_idx: int, progress: bool = False) -> RolloutBatch:
-    """Run `n_rollouts` joint episodes under the current bank (Algorithm 1, lines 2-5)."""
+            seed: int, round_idx: int, progress: bool = False, seeds: list[int] | None = None) -> RolloutBatch:
+    """Run `n_rollouts` joint episodes under the current bank (Algorithm 1, lines 2-5).
+
+    `seeds` (default: `episode_seed(seed, round_idx, k)` for training) fixes each episode's seed
+    directly, so held-out evaluation seeds (10000, 10001, ...) can run as one batch."""
     cfg = decider.cfg
-    seeds = [episode_seed(seed, round_idx, k) for k in range(n_rollouts)]
+    if seeds is None:
+        seeds = [episode_seed(seed, round_idx, k) for k in range(n_rollouts)]
+    elif len(seeds) != n_rollouts:
+        raise ValueError(f"seeds has {len(seeds)} entries for n_rollouts={n_rollouts}")
     game.reset(seeds)
     n = game.n_agents
     memories = [[Memory(cfg.memory_macros, cfg.reward_window) for _ in range(n)] for _ in range(n_rollouts)]
