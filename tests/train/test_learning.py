@@ -1,4 +1,5 @@
-"""End-to-end PA-MAGRPO on a tiny random Llama: learning, zero-spread rounds, kill-and-resume."""
+"""End-to-end PA-MAGRPO: learning (a tiny random Llama and the real SmolLM2-135M), zero-spread
+rounds, kill-and-resume."""
 
 import jax
 import jax.numpy as jnp
@@ -6,9 +7,12 @@ import numpy as np
 import pytest
 
 from omjax.config import load_config
+from omjax.prompts import Memory, format_reply, render_chat
+from omjax.train.checkpoint import Checkpointer
+from omjax.train.policy import pad_left
 from omjax.train.trainer import Trainer
 
-from bandit import PAY, MenuBandit
+from bandit import HELD_OUT_ORDERS, OPTIONS, PAY, MenuBandit, menu_of
 
 N_AGENTS = 3
 
@@ -21,32 +25,38 @@ def config(tmp_path, *extra):
     ])
 
 
-def pay_probability(trainer, bank):
-    """P(pay) of each adapter on the bandit's decision prompt, from the shipped policy."""
-    game = trainer.game
-    game.reset([0])
-    from omjax.prompts import Memory, format_reply, render_chat
+def option_probabilities(trainer, bank, menus) -> np.ndarray:
+    """[adapters, options] mean probability each adapter gives each option over `menus`, on the
+    game's own prompts (agent a's prompt for adapter a; agent 0's for a shared adapter), scored
+    by the shipped letter policy."""
+    game, decider = trainer.game, trainer.decider
+    n_adapters = jax.tree.leaves(bank)[0].shape[0]
+    out = np.zeros((n_adapters, len(OPTIONS)))
+    for a in range(n_adapters):
+        prompts = [decider.encode(render_chat(trainer.model.tokenizer, game.system_message(),
+                                              game.user_message(0, a, menu, Memory()),
+                                              format_reply(game.state_label(0, a)))) for menu in menus]
+        tokens, mask = pad_left(prompts, max(map(len, prompts)), decider.pad_id)
+        inputs = {"tokens": jnp.asarray(tokens), "mask": jnp.asarray(mask),
+                  "letters": jnp.asarray([decider.letter_ids([it.letter for it in m]) for m in menus]),
+                  "menu_mask": jnp.ones((len(menus), len(OPTIONS)), bool)}
+        p = np.exp(np.asarray(trainer.policy.menu_logp(trainer.model.params, jax.tree.map(lambda x: x[a], bank),
+                                                       inputs)))  # [menus, M]
+        for m, menu in enumerate(menus):
+            out[a, [it.index for it in menu]] += p[m] / len(menus)
+    return out
 
-    menu = game.menu(0, 0, None)
-    prompt = render_chat(trainer.model.tokenizer, game.system_message(),
-                         game.user_message(0, 0, menu, Memory()), format_reply("state"))
-    ids = trainer.decider.encode(prompt)
-    letters = jnp.asarray([trainer.decider.letter_ids([it.letter for it in menu])])
-    inputs = {"tokens": jnp.asarray([ids]), "mask": jnp.ones((1, len(ids)), jnp.int32), "letters": letters,
-              "menu_mask": jnp.ones((1, len(menu)), bool)}
-    out = []
-    for a in range(jax.tree.leaves(bank)[0].shape[0]):
-        lora = jax.tree.map(lambda x: x[a], bank)
-        out.append(float(jnp.exp(trainer.policy.menu_logp(trainer.model.params, lora, inputs))[0, PAY]))
-    return np.array(out)
+
+def pay_probability(trainer, bank):
+    """P(pay) of each adapter on the bandit's fixed-letter decision prompt."""
+    trainer.game.reset([0])
+    return option_probabilities(trainer, bank, [trainer.game.menu(0, 0, None)])[:, PAY]
 
 
 def test_rewarded_option_probability_rises_for_every_agent(tiny_model, tmp_path):
     trainer = Trainer(config(tmp_path, "train.rounds=10"), model=tiny_model, game=MenuBandit(N_AGENTS, 2))
     before = pay_probability(trainer, trainer.init_state().bank)
     rows = trainer.run()
-    from omjax.train.checkpoint import Checkpointer
-
     state, _ = Checkpointer(tmp_path).restore(trainer.init_state())
     after = pay_probability(trainer, state.bank)
     assert np.all(after > before + 0.1), (before, after)
