@@ -29,7 +29,10 @@ REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
+from omjax.config import load_config  # noqa: E402
+from omjax.eval import cli as eval_cli  # noqa: E402
 from omjax.eval.results import read_results  # noqa: E402
+from omjax.train import cli as train_cli  # noqa: E402
 from omjax.train.metrics import read_jsonl  # noqa: E402
 
 CONFIGS = REPO / "configs"
@@ -130,10 +133,6 @@ def _rounds_done(run_dir: Path) -> int:
 
 def train(config: Path, overrides: list[str], run_dir: Path) -> None:
     """`omjax train` into `run_dir`, resuming a stopped run; nothing when training finished."""
-    import omjax.interfaces.overcooked  # noqa: F401  (registers the ablation interfaces)
-    from omjax.config import load_config
-    from omjax.train import cli as train_cli
-
     run_dir = Path(run_dir)
     rounds = load_config(config, overrides).train.rounds
     if (run_dir / "config.yaml").is_file() and _rounds_done(run_dir) >= rounds:
@@ -149,9 +148,6 @@ def train(config: Path, overrides: list[str], run_dir: Path) -> None:
 def evaluate(run_dir: Path, episodes: int, overrides: list[str] = (), *, config: Path | None = None,
              label: str | None = None, compare: list[Path] = ()) -> None:
     """`omjax eval` of a trained run (or, with `config`, of the frozen base) into `run_dir/eval`."""
-    import omjax.interfaces.overcooked  # noqa: F401
-    from omjax.eval import cli as eval_cli
-
     run_dir = Path(run_dir)
     if is_finished(run_dir):
         return
@@ -249,8 +245,6 @@ def collect_table2(root: Path, cells, games) -> tuple[dict, list]:
 def run_game(run_dir: Path) -> str:
     """The table column (key of GAME_CONFIG_PREFIX) a finished run played, from its config.yaml;
     Overcooked layouts other than AA are named `overcooked_<layout>`."""
-    from omjax.config import load_config
-
     path = Path(run_dir) / "config.yaml"
     if not path.is_file():
         raise FileNotFoundError(f"{run_dir} holds no config.yaml: not a run directory")

@@ -106,7 +106,7 @@ def train(trainer: Trainer, run_dir: Path) -> tuple[object, list[dict]]:
     ckpt = Checkpointer(run_dir, cfg.run.keep_checkpoints)
     state = trainer.init_state()
     if ckpt.latest_round() is not None:
-        state, _ = ckpt.restore(state)
+        state = ckpt.restore(state).state
     log = MetricsLog(run_dir, start_round=int(state.round))
     try:
         for r in range(int(state.round), cfg.train.rounds):
@@ -157,7 +157,7 @@ def evaluate(trainer: Trainer, bank, seeds: list[int], batch: int) -> list[dict]
         rollouts = collect(game, trainer.decider, trainer.model.params, bank, len(chunk),
                            jax.random.PRNGKey(chunk[0]), chunk[0], 0, seeds=chunk)
         units = game.agent_returns()  # [k, A]
-        patches = game.patches_alive() if hasattr(game, "patches_alive") else None
+        patches = game.extras().get("patches_alive")  # [k] Commons Harvest only
         for k, seed in enumerate(chunk):
             mine = [d for d in rollouts.decisions if d.rollout == k]
             out.append({

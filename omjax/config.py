@@ -41,8 +41,16 @@ class ModelConfig:
         _check(bool(self.name), "model.name", "must name a backbone")
 
 
+LORA_TARGETS = ("q", "k", "v", "o", "gate", "up", "down")
+"""Projections of a decoder layer that can carry an adapter; every model family has all seven
+(Gemma 4 layers that share another layer's KV cache have no k or v)."""
+
+
 @dataclasses.dataclass(frozen=True)
 class LoRAConfig:
+    """Adapter hyper-parameters: the `lora` section of a run, and the static (hashable) LoRA
+    configuration `omjax.models.lora` builds and applies adapters from."""
+
     rank: int = 16
     """Rank r of every adapter (paper: 16 on Overcooked, 32 on Cleanup and Commons Harvest)."""
 
@@ -53,16 +61,24 @@ class LoRAConfig:
     """Projections of each decoder layer that get an adapter (among q k v o gate up down). A is
     drawn from the seed and B starts at zero, so a fresh adapter is exactly the base model."""
 
-
     top_layers: int = 0
     """Put adapters only on the last n decoder layers (0: every layer). Gradients then stop at
     the lowest adapted layer, which makes CPU updates cheaper."""
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "targets", tuple(self.targets))
         _check(self.top_layers >= 0, "lora.top_layers", f"must be >= 0, got {self.top_layers}")
         _check(self.rank >= 1, "lora.rank", f"must be >= 1, got {self.rank}")
         _check(self.alpha > 0, "lora.alpha", f"must be > 0, got {self.alpha}")
         _check(len(self.targets) > 0, "lora.targets", "must name at least one projection")
+        bad = [t for t in self.targets if t not in LORA_TARGETS]
+        _check(not bad, "lora.targets", f"unknown LoRA targets {bad}; known: {', '.join(LORA_TARGETS)}")
+        _check(len(set(self.targets)) == len(self.targets), "lora.targets", f"names a projection twice: {list(self.targets)}")
+
+    @property
+    def scale(self) -> float:
+        """alpha / rank, the factor of every adapter delta."""
+        return self.alpha / self.rank
 
 
 GAMES = ("overcooked", "cleanup", "harvest")
@@ -90,6 +106,11 @@ class EnvConfig:
     """Weight of the Overcooked progress bonus added to the team reward (+3 onion in pot, +3
     dish picked up, +5 soup plated). The paper trains on deliveries alone (0); short CPU
     episodes, where no soup can be delivered, need it for a learning signal."""
+
+    prompt_advice: bool = False
+    """Add strategy advice the paper's prompts do not give to the Melting Pot system messages
+    ("the team needs both cleaners and eaters", "restraint keeps the patches alive"). Off in the
+    paper and in every shipped config: such hints confound the emergence of roles and restraint."""
 
     def __post_init__(self) -> None:
         _check(self.reward_shaping >= 0, "env.reward_shaping", "must be >= 0")
@@ -268,6 +289,14 @@ class Config:
 
     def __post_init__(self) -> None:
         _check(self.seed >= 0, "seed", f"must be >= 0, got {self.seed}")
+        # Cross-field checks that need no game facts; the layout and agent count are checked
+        # against the game registry by `omjax.games.registry.check_env`.
+        _check(
+            not (self.policy.action_interface == "compound_json" and self.policy.decision_mode == "letter"),
+            "policy.decision_mode",
+            "letter mode scores menu letters, but the compound_json prompt shows no menu: "
+            "set policy.decision_mode=sample",
+        )
 
     @property
     def n_adapters(self) -> int:

@@ -9,6 +9,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import jax
+
 
 def cache_dir() -> Path:
     """`$OMJAX_CACHE/xla`, by default `~/.cache/omjax/xla`."""
@@ -17,7 +19,5 @@ def cache_dir() -> Path:
 
 def enable_compilation_cache() -> None:
     """Turn on the cache for this process (programs compiling in under 1 s are not kept)."""
-    import jax
-
     jax.config.update("jax_compilation_cache_dir", str(cache_dir()))
     jax.config.update("jax_persistent_cache_min_compile_time_secs", 1.0)

@@ -17,6 +17,10 @@ import time
 
 import numpy as np
 
+from omjax.jax_cache import enable_compilation_cache
+from omjax.options import overcooked as oc
+from omjax.options.synthesis import certificate_violations, synthesize
+
 PAPER_SECONDS = 70.0
 PAPER_DECISIONS = 550_000
 
@@ -32,10 +36,6 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     if min(args.solo, args.team) < args.python_episodes or args.python_episodes < 1:
         p.error("need --python-episodes >= 1 and no more than --solo / --team")
-
-    from omjax.options import overcooked as oc
-    from omjax.jax_cache import enable_compilation_cache
-    from omjax.options.synthesis import certificate_violations, synthesize
 
     enable_compilation_cache()
     lib = oc.library(args.layout)

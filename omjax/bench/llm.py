@@ -21,6 +21,8 @@ import time
 
 import numpy as np
 
+from omjax.config import LORA_TARGETS, LoRAConfig
+
 SYSTEM = (
     "You are an agent in a 2-player cooperative Overcooked-AI kitchen.\n\n"
     "Goal: place 3 onions in a pot, start the cook, plate the soup with a dish, deliver to the "
@@ -166,7 +168,7 @@ def main(argv: list[str] | None = None) -> int:
     mean_len = float(np.mean([len(p) for p in flat]))
 
     # ---- per-agent adapters (nonzero B, so the LoRA path does real work)
-    lcfg = lora.LoraConfig(rank=16, alpha=32.0)
+    lcfg = LoRAConfig(rank=16, alpha=32.0, targets=LORA_TARGETS)
     bank = lora.init_lora(jax.random.PRNGKey(0), fam.lora_shapes(cfg), lcfg, n_agents)
     bank = jax.tree.map(lambda x: x + 1e-3, bank)
 

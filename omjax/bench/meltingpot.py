@@ -24,12 +24,11 @@ import time
 import numpy as np
 
 from omjax.envs.meltingpot import engine, make
-from omjax.options import meltingpot_common as mp
+from omjax.games.meltingpot import SUBSTRATES
+from omjax.games.registry import guard_path, library
+from omjax.options import meltingpot as mp
 from omjax.options.menu import episode_rng
-from omjax.options.registry import guard_path, load_game
 from omjax.options.synthesis import read_guards
-
-GAMES = {"cleanup": "clean_up", "harvest": "commons_harvest__open"}
 
 
 class _Raw:
@@ -59,12 +58,12 @@ class _Options:
     """The adapter under a uniform random policy over the guarded option menus."""
 
     def __init__(self, game: str, variant: str, seed: int):
-        lib_mod = load_game(game)
-        self.lib = lib_mod.library(variant)
+        libraries = library(game)
+        self.lib = libraries.library(variant)
         names = self.lib.schema.option_names
-        self.guards = [g for g in read_guards(guard_path(game, variant), lib_mod.SCHEMA) if g.opt in names]
+        self.guards = [g for g in read_guards(guard_path(game, variant), libraries.SCHEMA) if g.opt in names]
         self.env = make(game)
-        self.ctx = mp.make_ctx(self.env, lib_mod.regions(self.env))
+        self.ctx = mp.make_ctx(self.env, libraries.regions(self.env))
         self.rng = np.random.default_rng(seed)
         self.seed, self.episode = seed, 0
         self.decisions = 0
@@ -129,7 +128,7 @@ def main(argv: list[str] | None = None) -> int:
     out = {"bench": "meltingpot", "steps": args.steps, "variant": args.variant}
     print(f"{'game':<9} {'raw steps/s':>12} {'adapter steps/s':>16} {'+options steps/s':>17} "
           f"{'cost ratio':>10} {'decisions/s':>12} {'call ratio':>10}")
-    for game, substrate in GAMES.items():
+    for game, substrate in SUBSTRATES.items():
         ada = compare(game, substrate, args.variant, args.steps, args.seed)
         raw = ada["raw_steps_per_s"]
         ratio = raw / ada["steps_per_s"]  # time per step, adapter + options over raw

@@ -20,8 +20,16 @@ import time
 import jax
 import jax.numpy as jnp
 
+from omjax.config import LoRAConfig
+from omjax.models import load
+from omjax.models import lora as lora_lib
+from omjax.train.policy import LetterPolicy
+from omjax.train.update import (DecisionBatch, UpdateSettings, init_opt_state, make_agent_update, make_bank_update,
+                                make_optimizer)
+
 
 def _tiny_llama(path: str):
+    # torch and transformers only write the random checkpoint: heavy, and needed by no other path here.
     import torch
     from transformers import LlamaConfig, LlamaForCausalLM
 
@@ -30,14 +38,10 @@ def _tiny_llama(path: str):
                       num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=512,
                       tie_word_embeddings=True)
     LlamaForCausalLM(cfg).save_pretrained(path)
-    from omjax.models import load
-
     return load(path, with_tokenizer=False)
 
 
 def _batch(key, n_agents: int, b: int, t: int, vocab: int, menu: int):
-    from omjax.train.update import DecisionBatch
-
     k1, k2, k3 = jax.random.split(key, 3)
     inputs = {
         "tokens": jax.random.randint(k1, (n_agents, b, t), 0, vocab),
@@ -57,11 +61,7 @@ def _timed(fn, *args):
 
 
 def bench_backbone(name: str, model, n_agents: int, b: int, t: int, minibatch: int, rank: int) -> dict:
-    from omjax.models import lora as lora_lib
-    from omjax.train.policy import LetterPolicy
-    from omjax.train.update import UpdateSettings, init_opt_state, make_agent_update, make_bank_update, make_optimizer
-
-    lcfg = lora_lib.LoraConfig(rank=rank, alpha=2.0 * rank, targets=("q", "v"))
+    lcfg = LoRAConfig(rank=rank, alpha=2.0 * rank, targets=("q", "v"))
     policy = LetterPolicy(model.family, model.config, lcfg.scale, temperature=0.9, remat=False)
     opt = make_optimizer(1e-3, 1.0)
     settings = UpdateSettings(clip_eps=0.2, kl_coef=0.05, epochs=2, minibatch_size=minibatch, kl_kind="exact")
@@ -114,8 +114,6 @@ def main(argv: list[str] | None = None) -> int:
         rows.append(bench_backbone("tiny-llama", _tiny_llama(tmp), args.agents, args.tiny_decisions,
                                    args.tiny_tokens, minibatch=8, rank=8))
     if not args.skip_smollm2:
-        from omjax.models import load
-
         rows.append(bench_backbone("smollm2-135m", load("smollm2-135m", with_tokenizer=False), args.agents,
                                    args.smollm2_decisions, args.smollm2_tokens,
                                    minibatch=args.smollm2_decisions, rank=16))

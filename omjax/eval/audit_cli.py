@@ -21,6 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
+from omjax.config import load_config
 from omjax.eval.audits import (
     macro_counts,
     patch_survival,
@@ -30,8 +31,11 @@ from omjax.eval.audits import (
     plot_visit_heatmaps,
     visit_counts,
 )
+from omjax.eval.cli import load_policy, parse_seeds
+from omjax.eval.option_rollout import solo_test_overcooked
 from omjax.eval.results import Trajectory, read_results
 from omjax.eval.scripted import POLICIES
+from omjax.eval.solo import solo_test_policy
 
 
 def _eval_dir(path: str) -> Path:
@@ -141,8 +145,6 @@ def _parser() -> argparse.ArgumentParser:
 
 def audit_solo(layouts: list[str], policy_names: list[str], horizon: int, out: Path) -> dict:
     """§6.4: team vs solo deliveries per layout; Forced Coordination is the control."""
-    from omjax.eval.option_rollout import solo_test_overcooked
-
     unknown = [name for name in policy_names if name not in POLICIES]
     if unknown:
         raise SystemExit(f"omjax audit solo: unknown policies {unknown}; known: {', '.join(POLICIES)}")
@@ -156,10 +158,6 @@ def audit_solo(layouts: list[str], policy_names: list[str], horizon: int, out: P
 
 def audit_solo_checkpoint(run_dir: Path, which: str, seeds: str, horizon: int, out: Path) -> dict:
     """§6.4 on a trained run: team vs each agent alone, on its own layout and held-out seeds."""
-    from omjax.config import load_config
-    from omjax.eval.cli import load_policy, parse_seeds
-    from omjax.eval.solo import solo_test_policy
-
     if not (run_dir / "config.yaml").is_file():
         raise SystemExit(f"omjax audit solo: {run_dir} has no config.yaml (not a run directory)")
     try:

@@ -21,11 +21,20 @@ import dataclasses
 import sys
 from pathlib import Path
 
+import jax
 import numpy as np
+from tqdm.auto import tqdm
 
 from omjax.config import ConfigError, load_config
+from omjax.envs.meltingpot.workers import RolloutWorkerError
 from omjax.eval.results import EpisodeResult, Trajectory, read_results, render_report, trajectory_path, write_results
+from omjax.games.base import Game
 from omjax.jax_cache import enable_compilation_cache
+from omjax.train.checkpoint import Checkpointer
+from omjax.train.cli import EXIT_ERROR, EXIT_FAILED, EXIT_INTERRUPTED, USER_ERRORS, preflight
+from omjax.train.metrics import write_jsonl_atomic
+from omjax.train.rollout import collect, decision_record
+from omjax.train.trainer import Trainer, deferred_sigint
 
 
 def parse_seeds(text: str) -> list[int]:
@@ -42,65 +51,31 @@ def parse_seeds(text: str) -> list[int]:
 
 
 class _Recorder:
-    """Passes every call through to a rollout `Game`, recording what the audits need.
+    """What the audits need from a rollout, read off the `Game` after every env step
+    (`collect(..., on_step=recorder)`): positions, per-agent returns in task units (deliveries,
+    apples) and the game's extras (Commons Harvest's patches alive)."""
 
-    Optional game methods it reads after every step, when the game has them:
-    `positions()` int [K, A, 2] (x, y); `agent_returns()` float [K, A] cumulative per-agent
-    return in task units (deliveries, apples); `patches_alive()` int [K] (Commons Harvest).
-    Overcooked games without `agent_returns` get per-agent deliveries read off each step's state
-    change, and without `positions` their `states.pos`.
-    """
-
-    def __init__(self, game):
-        self._game = game
-        self._delivered_fn = None
-
-    def __getattr__(self, name):
-        return getattr(self._game, name)
-
-    def reset(self, seeds):
-        self._game.reset(seeds)
+    def __init__(self, game: Game):
+        self.walls = np.asarray(game.walls(), bool)
         self.positions: list[np.ndarray] = []
         self.patches: list[np.ndarray] = []
-        self.agent_units = np.zeros((len(seeds), self._game.n_agents))
+        self.agent_units = np.zeros((0, game.n_agents))
+        self.extras: dict[str, np.ndarray] = {}
 
-    def step(self, choices):
-        game = self._game
-        before = getattr(game, "states", None)
-        reward = game.step(choices)
-        if hasattr(game, "agent_returns"):
-            self.agent_units = np.asarray(game.agent_returns(), float)
-        else:
-            self.agent_units += self._delivered(before, game.states)
-        self.positions.append(np.asarray(game.positions() if hasattr(game, "positions") else game.states.pos))
-        if hasattr(game, "patches_alive"):
-            self.patches.append(np.asarray(game.patches_alive()))
-        return reward
-
-    def _delivered(self, before, after) -> np.ndarray:
-        if self._delivered_fn is None:
-            import jax
-
-            from omjax.interfaces.overcooked import delivered_by_agent
-
-            layout = self._game.layout
-            self._delivered_fn = jax.jit(jax.vmap(lambda s, n: delivered_by_agent(layout, s, n)))
-        return np.asarray(self._delivered_fn(before, after), float)
+    def __call__(self, game: Game) -> None:
+        self.agent_units = np.asarray(game.agent_returns(), float)
+        self.positions.append(np.asarray(game.positions()))
+        self.extras = game.extras()
+        if "patches_alive" in self.extras:
+            self.patches.append(np.asarray(self.extras["patches_alive"]))
 
     def trajectory(self, k: int = 0) -> Trajectory:
         positions = np.stack(self.positions)[:, k, :, ::-1].astype(np.int32)  # [T, A, 2] (row, col)
         patches = np.stack(self.patches)[:, k].astype(np.int32) if self.patches else None
-        return Trajectory(positions=positions, walls=self._walls(), patches_alive=patches)
-
-    def _walls(self) -> np.ndarray:
-        if hasattr(self._game, "walls"):
-            return np.asarray(self._game.walls(), bool)
-        from omjax.envs.overcooked.layout import Terrain
-
-        return np.asarray(self._game.layout.grid) != Terrain.FLOOR
+        return Trajectory(positions=positions, walls=self.walls, patches_alive=patches)
 
 
-def _episode_result(cfg, label, seed, batch, recorder, game) -> EpisodeResult:
+def _episode_result(cfg, label, seed, batch, recorder: _Recorder, game: Game) -> EpisodeResult:
     n = batch.n_agents
     unit = game.delivery_reward or 1.0
     macro = [dict() for _ in range(n)]
@@ -110,9 +85,8 @@ def _episode_result(cfg, label, seed, batch, recorder, game) -> EpisodeResult:
         opt = d.menu[d.action].opt
         counts = primitive[d.agent] if native else macro[d.agent]
         counts[opt] = counts.get(opt, 0) + 1
-    invalid = np.zeros(n, int)
-    if hasattr(game, "invalid_counts"):
-        invalid = game.invalid_counts()[0] + game.noop_counts()[0]
+    extras = recorder.extras
+    invalid = extras.get("invalid_emissions", np.zeros((1, n), int))[0] + extras.get("noop_emissions", np.zeros((1, n), int))[0]
     return EpisodeResult(
         policy=label, game=cfg.env.game, layout=cfg.env.layout, interface=cfg.policy.action_interface,
         seed=int(seed), env_steps=int(batch.steps), team_return=float(batch.returns[0] / unit),
@@ -126,51 +100,46 @@ def _episode_result(cfg, label, seed, batch, recorder, game) -> EpisodeResult:
 
 def evaluate(cfg, bank, trainer, seeds: list[int], out: Path, label: str, progress: bool = True) -> list[EpisodeResult]:
     """Play one episode per held-out seed (skipping seeds already in `out/eval.jsonl`)."""
-    import jax
-    from tqdm.auto import tqdm
-
-    from omjax.train.rollout import collect, decision_record
-    from omjax.train.metrics import write_jsonl_atomic
-
     done = {r.seed: r for r in read_results(out / "eval.jsonl")} if (out / "eval.jsonl").is_file() else {}
-    recorder = _Recorder(trainer.game)
     (out / "decisions").mkdir(parents=True, exist_ok=True)
     for seed in tqdm(seeds, desc=f"eval {label}", unit="episode", disable=not progress):
         if seed in done:
             continue
-        batch = collect(recorder, trainer.decider, trainer.model.params, bank, 1, jax.random.PRNGKey(seed),
-                        seed, 0, progress=False)
+        recorder = _Recorder(trainer.game)
+        try:
+            batch = collect(trainer.game, trainer.decider, trainer.model.params, bank, 1, jax.random.PRNGKey(seed),
+                            seed, 0, progress=progress, on_step=recorder)
+        except RolloutWorkerError as err:
+            raise RolloutWorkerError(f"held-out seed {seed}: {err} (finished seeds are kept; rerun this one alone "
+                                     f"with --seeds {seed})") from err
         result = _episode_result(cfg, label, seed, batch, recorder, trainer.game)
-        recorder.trajectory(0).save(trajectory_path(out, seed))
-        write_jsonl_atomic(out / "decisions" / f"seed{seed}.jsonl", [decision_record(d, 0) for d in batch.decisions])
-        write_results(out / "eval.jsonl", [result], append=True)
+        with deferred_sigint():
+            recorder.trajectory(0).save(trajectory_path(out, seed))
+            write_jsonl_atomic(out / "decisions" / f"seed{seed}.jsonl",
+                               [decision_record(d, 0) for d in batch.decisions])
+            write_results(out / "eval.jsonl", [result], append=True)
         done[seed] = result
     return [done[s] for s in seeds]
 
 
 def load_policy(cfg, checkpoint: Path | None, which: str = "best"):
     """(trainer, adapter bank) of a run's checkpoint, or of the frozen base (zero adapters) when
-    `checkpoint` is None; (None, None) after printing why a checkpoint cannot be restored."""
+    `checkpoint` is None. `which="latest"` falls back past broken checkpoints to the newest
+    intact one (each skip printed); FileNotFoundError or CheckpointError when none can be read."""
     enable_compilation_cache()
-
-    import omjax.interfaces.overcooked  # noqa: F401  (registers the native and compound-JSON games)
-    from omjax.train.checkpoint import Checkpointer
-    from omjax.train.trainer import Trainer
-
     trainer = Trainer(cfg, run_dir=Path(cfg.run.out_dir))
     state = trainer.init_state()
     if checkpoint is None:
         return trainer, state.bank
     ckpt = Checkpointer(checkpoint, cfg.run.keep_checkpoints)
     try:
-        state, meta = ckpt.restore(state, which)
-    except FileNotFoundError as e:
-        print(f"omjax: {e}", file=sys.stderr)
-        return None, None
+        restored = ckpt.restore(state, which)
     finally:
         ckpt.close()
-    print(f"restored the {which} checkpoint of {checkpoint} (after round {meta.get('round')})")
-    return trainer, state.bank
+    for line in restored.skipped:
+        print(f"skipped checkpoint {line}")
+    print(f"restored the {which} checkpoint {restored.path} (after round {restored.meta.get('round')})")
+    return trainer, restored.state.bank
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -188,6 +157,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--compare", nargs="*", default=[], metavar="EVAL_DIR",
                    help="other evaluations (directories with eval.jsonl) to test against")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.add_argument("--debug", action="store_true", help="show the full traceback of an error")
     p.add_argument("overrides", nargs="*", metavar="key=value", help="config overrides (e.g. env.horizon=40)")
     return p
 
@@ -211,34 +181,50 @@ def main(argv: list[str] | None = None) -> int:
         argv = argv[1:]
     args = _parser().parse_args(argv)
     try:
+        return _run(args)
+    except USER_ERRORS as err:
+        if args.debug:
+            raise
+        print(f"omjax eval: {err}", file=sys.stderr)
+        return EXIT_ERROR
+    except RolloutWorkerError as err:
+        if args.debug:
+            raise
+        print(f"omjax eval: {err}", file=sys.stderr)
+        return EXIT_FAILED
+    except KeyboardInterrupt:
+        print("\nomjax eval: interrupted; finished episodes are kept in eval.jsonl and skipped when the same "
+              "command runs again", file=sys.stderr)
+        return EXIT_INTERRUPTED
+
+
+def _run(args) -> int:
+    try:
         seeds = _seed_list(args)
-        if args.checkpoint:
-            run_dir = Path(args.checkpoint)
-            if not (run_dir / "config.yaml").is_file():
-                print(f"omjax eval: --checkpoint {run_dir}: no config.yaml (not a run directory)", file=sys.stderr)
-                return 2
-            cfg = load_config(run_dir / "config.yaml", args.overrides)
-            label = args.label or run_dir.name
-            out = Path(args.out or run_dir / "eval")
-        else:
-            cfg = load_config(args.config, args.overrides)
-            label = args.label or f"frozen_{Path(args.config).stem}"
-            out = Path(args.out or Path("runs") / f"eval_{label}")
-        compare = []
-        for other in args.compare:
-            path = Path(other)
-            path = path / "eval.jsonl" if path.is_dir() else path
-            compare += read_results(path)
-    except (ConfigError, ValueError, FileNotFoundError) as e:
-        print(f"omjax eval: {e}", file=sys.stderr)
-        return 2
+    except ValueError as err:
+        raise ConfigError(str(err)) from None
+    if args.checkpoint:
+        run_dir = Path(args.checkpoint)
+        if not (run_dir / "config.yaml").is_file():
+            raise FileNotFoundError(f"--checkpoint {run_dir}: no config.yaml (not a run directory)")
+        cfg = load_config(run_dir / "config.yaml", args.overrides)
+        label = args.label or run_dir.name
+        out = Path(args.out or run_dir / "eval")
+    else:
+        cfg = load_config(args.config, args.overrides)
+        label = args.label or f"frozen_{Path(args.config).stem}"
+        out = Path(args.out or Path("runs") / f"eval_{label}")
+    preflight(cfg)
+    compare = []
+    for other in args.compare:
+        path = Path(other)
+        path = path / "eval.jsonl" if path.is_dir() else path
+        compare += read_results(path)
 
     # Evaluation scores the task alone (deliveries, apples): a training-time progress bonus would
     # inflate the returns the tables and tests compare.
     cfg = dataclasses.replace(cfg, env=dataclasses.replace(cfg.env, reward_shaping=0.0))
     trainer, bank = load_policy(cfg, Path(args.checkpoint) if args.checkpoint else None, args.which)
-    if trainer is None:
-        return 2
     results = evaluate(cfg, bank, trainer, seeds, out, label, progress=not args.quiet)
     report = render_report(results + [r for r in compare if r.policy != label])
     (out / "report.md").write_text(report)

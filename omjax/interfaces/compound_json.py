@@ -14,6 +14,7 @@ Both are counted (§6.3: without the filter the model emits many illegal or no-o
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -21,6 +22,12 @@ import numpy as np
 
 from omjax.options.menu import Instance
 from omjax.options.schema import SUCCESS, Schema
+
+MAX_EMISSION_CHARS = 4096
+"""Characters of a reply `parse_emission` reads; the contract's one-line object is about 50."""
+
+MAX_JSON_DEPTH = 8
+"""Deepest `{...}` nesting an emission may have (the contract's object is two deep)."""
 
 INVALID_REASONS = ("no_json", "bad_json", "not_object", "unknown_action", "bad_args", "no_such_target")
 """Why an emission could not be executed; one counter per reason."""
@@ -38,30 +45,47 @@ class Emission:
     """Human-readable explanation of the error, for logs."""
 
 
+_JSON_SPECIAL = re.compile(r'[{}"\\]')
+
+
+def _first_object_span(text: str, max_depth: int | None = None) -> tuple[int, int, int] | None:
+    """(start, end, depth) of the first balanced `{...}` in `text`: the earliest-starting object
+    that closes (braces inside JSON strings ignored) and its deepest nesting. One pass over the
+    braces, quotes and backslashes: every `{` outside a string is pushed, every `}` pops its
+    partner, and the popped pair starting earliest wins -- the first `{` itself as soon as the
+    stack empties. Past `max_depth` open braces the scan stops: (first `{`, -1, depth)."""
+    opened: list[int] = []
+    best: tuple[int, int] | None = None
+    depth_max, in_string, escaped_at = 0, False, -1
+    for match in _JSON_SPECIAL.finditer(text):
+        k, ch = match.start(), match.group()
+        if in_string:
+            if k == escaped_at:
+                continue
+            if ch == "\\":
+                escaped_at = k + 1
+            elif ch == '"':
+                in_string = False
+        elif ch == '"':
+            in_string = bool(opened)
+        elif ch == "{":
+            opened.append(k)
+            depth_max = max(depth_max, len(opened))
+            if max_depth is not None and depth_max > max_depth:
+                return opened[0], -1, depth_max
+        elif ch == "}" and opened:
+            start = opened.pop()
+            if best is None or start < best[0]:
+                best = (start, k)
+            if not opened:
+                break
+    return None if best is None else (best[0], best[1] + 1, depth_max)
+
+
 def extract_json_object(text: str) -> str | None:
     """The first balanced `{...}` in `text` (braces inside JSON strings ignored), or None."""
-    start = text.find("{")
-    while start != -1:
-        depth, in_string, escaped = 0, False, False
-        for k in range(start, len(text)):
-            ch = text[k]
-            if in_string:
-                if escaped:
-                    escaped = False
-                elif ch == "\\":
-                    escaped = True
-                elif ch == '"':
-                    in_string = False
-            elif ch == '"':
-                in_string = True
-            elif ch == "{":
-                depth += 1
-            elif ch == "}":
-                depth -= 1
-                if depth == 0:
-                    return text[start : k + 1]
-        start = text.find("{", start + 1)
-    return None
+    span = _first_object_span(text)
+    return None if span is None else text[span[0]:span[1]]
 
 
 def _target_from_args(args) -> tuple[int, int] | None | str:
@@ -86,14 +110,21 @@ def _target_from_args(args) -> tuple[int, int] | None | str:
 
 
 def parse_emission(reply: str, schema: Schema, instances: Sequence[Instance]) -> Emission:
-    """Turn a free-form reply into an instance of `instances` (the guardless instantiation)."""
-    raw = extract_json_object(reply)
-    if raw is None:
+    """Turn a free-form reply into an instance of `instances` (the guardless instantiation).
+
+    Total and linear-time: only the first `MAX_EMISSION_CHARS` characters are read, objects nested
+    deeper than `MAX_JSON_DEPTH` and numbers too long for Python's int parser are `bad_json`."""
+    span = _first_object_span(reply[:MAX_EMISSION_CHARS], MAX_JSON_DEPTH)
+    if span is None:
         return Emission(None, "no_json", "reply holds no {...} object")
+    start, end, depth = span
+    if depth > MAX_JSON_DEPTH:
+        return Emission(None, "bad_json", f"object nested deeper than {MAX_JSON_DEPTH}")
+    raw = reply[start:end]
     try:
         obj = json.loads(raw)
-    except json.JSONDecodeError as err:
-        return Emission(None, "bad_json", str(err))
+    except (ValueError, RecursionError) as err:  # JSONDecodeError, or an int past Python's digit limit
+        return Emission(None, "bad_json", str(err)[:200])
     if not isinstance(obj, dict) or "action" not in obj:
         return Emission(None, "not_object", f"expected an object with an 'action' key, got {raw!r}")
     name = obj["action"]

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from omjax.envs.meltingpot.engine import Substrate
 from omjax.prompts.reply import parse_reply
 
 # Action orders are those of the simulators' own action sets, so a letter's index is the env
@@ -56,9 +57,10 @@ class NativeActionSet:
 
 NATIVE_ACTIONS: dict[str, NativeActionSet] = {
     "overcooked": NativeActionSet("overcooked", _OVERCOOKED),
-    "clean_up": NativeActionSet("clean_up", _MELTINGPOT_MOVES + ("fire clean",)),
-    "commons_harvest": NativeActionSet("commons_harvest", _MELTINGPOT_MOVES),
+    "cleanup": NativeActionSet("cleanup", _MELTINGPOT_MOVES + ("fire clean",)),
+    "harvest": NativeActionSet("harvest", _MELTINGPOT_MOVES),
 }
+"""Keyed by canonical game name (`omjax.games.registry`)."""
 
 
 def native_action_set(game: str) -> NativeActionSet:
@@ -66,3 +68,15 @@ def native_action_set(game: str) -> NativeActionSet:
         return NATIVE_ACTIONS[game]
     except KeyError:
         raise ValueError(f"no native action set for game {game!r}; known: {', '.join(NATIVE_ACTIONS)}") from None
+
+
+def primitive_actions(substrate: Substrate) -> NativeActionSet:
+    """The native action set of a Melting Pot substrate, checked against the engine's own.
+
+    clean_up has 9 (A-I, I = fire clean), commons_harvest__open 8 (A-H, no cleaning beam);
+    letter k is env action index k, which `MeltingPotEnv.step` takes directly."""
+    actions = native_action_set("cleanup" if substrate.dirt_layer is not None else "harvest")
+    if len(actions.names) != len(substrate.action_names):
+        raise RuntimeError(f"{actions.game}: native letters name {len(actions.names)} actions, the engine has "
+                           f"{len(substrate.action_names)} ({substrate.action_names})")
+    return actions

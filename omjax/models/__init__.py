@@ -26,37 +26,8 @@ Family contract (one module per HF `model_type`, registered in `FAMILIES`):
         `jax.checkpoint`. The returned cache is None when no cache was passed.
 """
 
-from __future__ import annotations
+from omjax.models.families import FAMILIES, family
+from omjax.models.loader import load
+from omjax.models.memory import memory_estimate
 
-import importlib
-from types import ModuleType
-
-FAMILIES: dict[str, str] = {
-    "llama": "omjax.models.llama",
-    "qwen3": "omjax.models.qwen3",
-    "qwen3_5": "omjax.models.qwen3_5",
-    "qwen3_5_text": "omjax.models.qwen3_5",
-    "gemma4": "omjax.models.gemma4",
-    "gemma4_text": "omjax.models.gemma4",
-}
-
-
-def family(model_type: str) -> ModuleType:
-    """The family module for an HF `model_type` (imported on first use)."""
-    if model_type not in FAMILIES:
-        raise ValueError(f"unsupported model_type {model_type!r}; supported: {sorted(FAMILIES)}")
-    return importlib.import_module(FAMILIES[model_type])
-
-
-def load(path_or_name, dtype=None, **kwargs):
-    """Load a model; see `omjax.models.loader.load`."""
-    from omjax.models.loader import load as _load
-
-    return _load(path_or_name, dtype=dtype, **kwargs)
-
-
-def memory_estimate(cfg, n_agents: int, lora_rank: int, batch: int, seq: int, **kwargs) -> dict:
-    """Training-memory arithmetic; see `omjax.models.memory.memory_estimate`."""
-    from omjax.models.memory import memory_estimate as _estimate
-
-    return _estimate(cfg, n_agents, lora_rank, batch, seq, **kwargs)
+__all__ = ["FAMILIES", "family", "load", "memory_estimate"]

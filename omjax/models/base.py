@@ -24,6 +24,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from omjax.models.lora import linear
+
 # A large finite negative instead of -inf: a fully masked row (a left-padding query) then gets a
 # uniform softmax instead of NaNs that would poison gradients through `jnp.where`.
 _MASK_VALUE = -1e30
@@ -67,8 +69,6 @@ def rms_norm(x: jax.Array, w: jax.Array, eps: float, *, unit_offset: bool = Fals
 def lora_linear(x: jax.Array, w: jax.Array, lora_layer: dict | None, target: str,
                 scale: float, bias: jax.Array | None = None) -> jax.Array:
     """`x @ w (+ bias)` plus the adapter for `target` if this layer's LoRA dict has one."""
-    from omjax.models.lora import linear
-
     ab = None if lora_layer is None else lora_layer.get(target)
     y = linear(x, w, ab, scale)
     return y if bias is None else y + bias.astype(y.dtype)

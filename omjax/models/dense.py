@@ -206,7 +206,7 @@ def forward(params: dict, cfg: DenseConfig, tokens: jax.Array, *,
 
     tokens: [B, T] int32; attention_mask: [B, T] (1 = real token, 0 = padding, left padding
     expected when a cache or `last_only` is used); lora: one adapter tree (no agent axis; vmap
-    over a bank for several agents); lora_scale: `LoraConfig.scale`; cache: from `init_cache`
+    over a bank for several agents); lora_scale: `LoRAConfig.scale`; cache: from `init_cache`
     or a previous call; remat: recompute each layer's activations in the backward pass;
     trunk: start from the output of `trunk(...)` for the same tokens instead of layer 0.
     """

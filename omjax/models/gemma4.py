@@ -509,7 +509,7 @@ def forward(params: dict, cfg: Config, tokens: jax.Array, *,
     tokens: [B, T] int32; attention_mask: [B, T] (1 = real token, 0 = padding, which may sit
     anywhere; `last_only` reads the last slot, so pad on the left there); lora: one adapter
     tree (no agent axis);
-    lora_scale: `LoraConfig.scale`; cache: from `init_cache` or a previous call; remat:
+    lora_scale: `LoRAConfig.scale`; cache: from `init_cache` or a previous call; remat:
     recompute each layer's activations in the backward pass; trunk: start from the output of
     `trunk(...)` for the same tokens instead of layer 0.
     """

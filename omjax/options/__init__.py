@@ -27,13 +27,8 @@ Game-agnostic core
 * `diagnostics`: `diagnose(table, schema)` lists options with 100 % explicit failure, options
   that never succeed (at all, or in the records synthesis learns from) or never ran, and
   successes with an empty delta.
-* `registry`: `GAMES` (overcooked -> `omjax.options.overcooked`, cleanup ->
-  `omjax.options.cleanup`, harvest -> `omjax.options.harvest`, imported lazily by `load_game`),
-  the `GameLibrary` protocol every game module implements at module level (`SCHEMA`,
-  `VARIANTS`, `DEFAULT_EPISODES`, `burnin(variant, solo_episodes, team_episodes, seed, progress)
-  -> RecordTable`, `start_menu(variant, seed, agent, guards) -> list[MenuItem]`) and
-  `guard_path(game, variant)`, the shipped guard file `omjax/options/guards/<game>_<variant>.jsonl`.
-* `cli`: `omjax burnin | guards | menu --game <g> [--layout <variant>] ...`.
+* The registry of games (name -> library, shipped guard files `omjax/options/guards/<game>_<variant>.jsonl`)
+  and the `omjax burnin | guards | menu` commands live in `omjax.games` (`registry`, `cli`).
 
 A game library supplies: the `Schema`; its targets per class for a state; read-set and
 transient features per instance at initiation; a raw executor that returns one primitive action

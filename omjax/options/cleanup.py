@@ -12,7 +12,7 @@ lib_b (finer-grained cleaning):
     fire the cleaning beam   walk to the river bank   walk to the orchard   stay put
 
 `apple` and `dirt` targets are the cells inside the agent's view window (11 x 11, 9 ahead, see
-`omjax.envs.meltingpot.text`). Executors and termination: `omjax.options.meltingpot_common`.
+`omjax.envs.meltingpot.text`). Executors and termination: `omjax.options.meltingpot`.
 
 Read set (guard-eligible, at initiation): `region` (where the agent stands: sand, bank = land
 next to the river, river, orchard), `tgt_dist`, `tgt_in_beam` (a dirt target is already inside
@@ -28,20 +28,12 @@ dirt never counts as my success.
 
 from __future__ import annotations
 
-import dataclasses
-import functools
-
 import numpy as np
 
 from omjax.envs.meltingpot.adapter import CleanUp, MeltingPotEnv, SymbolicState
-from omjax.options import meltingpot_common as mp
-from omjax.options.menu import MenuItem
-from omjax.options.records import RecordTable
-from omjax.options.schema import Effect, Feature, OptionSpec, Reason, Schema, Transition
-from omjax.options.synthesis import Guard
+from omjax.options import meltingpot as mp
+from omjax.options.schema import Effect, Feature, OptionSpec, Reason, Transition
 
-VARIANTS = ("lib_a", "lib_b")
-DEFAULT_EPISODES = (7, 7)  # one solo episode per agent, then as many team episodes (150 steps each)
 
 YES_NO = ("no", "yes")
 SAME_MORE = ("same", "more")
@@ -102,9 +94,6 @@ LIB_B = (
 _READ = (REGION, TGT_DIST, TGT_IN_BEAM, DIRT_IN_BEAM, APPLES_VISIBLE, DIRT_VISIBLE)
 _EFFECT = (MY_APPLES, MY_CLEANED, AT_TARGET, AT_RIVER, ON_BANK, IN_ORCHARD, AIMED, TGT_APPLE, TGT_DIRT)
 
-SCHEMA = Schema(game="cleanup", options=tuple(spec for spec, _ in LIB_A + LIB_B), read_set=_READ,
-                effect_features=_EFFECT, transient=(PARTNER_ADJACENT,))
-
 
 def regions(env: MeltingPotEnv) -> dict[str, np.ndarray]:
     lay = env.layout
@@ -154,32 +143,9 @@ def effect_features(ctx: mp.Ctx, state: SymbolicState, ex: mp.Execution, cls: st
     }
 
 
-@functools.cache
-def library(variant: str) -> mp.MPLibrary:
-    if variant not in VARIANTS:
-        raise ValueError(f"cleanup has no library {variant!r}; known: {', '.join(VARIANTS)}")
-    return mp.make_library("cleanup", variant, LIB_A if variant == "lib_a" else LIB_B, _READ, _EFFECT,
-                           (PARTNER_ADJACENT,), agent_features, target_features, effect_features,
-                           mp.partner_transient)
-
-
-def to_union(lib: mp.MPLibrary, table: RecordTable) -> RecordTable:
-    """Records of a candidate library re-indexed to SCHEMA's option order (what files store)."""
-    return mp.to_union(SCHEMA, lib, table)
-
-
-def burnin(variant: str, solo_episodes: int, team_episodes: int, seed: int, progress: bool = True,
-           episode_length: int | None = None) -> RecordTable:
-    """Stage 2 burn-in, in a fresh fixed-layout process (`mp.isolated_burnin`): reproducible records."""
-    table = mp.isolated_burnin("cleanup", variant, solo_episodes, team_episodes, seed, progress, episode_length)
-    if table is not None:
-        return table
-    lib = library(variant)
-    return to_union(lib, mp.burnin(lib, CleanUp, regions, solo_episodes, team_episodes, seed, progress,
-                                   episode_length))
-
-
-def start_menu(variant: str, seed: int, agent: int, guards: list[Guard]) -> list[MenuItem]:
-    env = CleanUp()
-    lib = library(variant)
-    return mp.start_menu(lib, env, regions(env), seed, agent, mp.own_guards(lib, guards))
+LIBRARY = mp.MeltingPotGameLibrary(
+    game="cleanup", module=__name__, env=CleanUp, candidates={"lib_a": LIB_A, "lib_b": LIB_B},
+    read_set=_READ, effect_set=_EFFECT, transient=(PARTNER_ADJACENT,), agent_features=agent_features,
+    target_features=target_features, effect_features=effect_features, transient_features=mp.partner_transient,
+    regions=regions, DEFAULT_EPISODES=(7, 7),  # one solo episode per agent, then as many team episodes (150 steps each)
+)

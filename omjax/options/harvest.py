@@ -21,21 +21,13 @@ Effect features: private `my_apples` (same/more during the execution), `at_targe
 
 from __future__ import annotations
 
-import dataclasses
-import functools
-
 import numpy as np
 
 from omjax.envs.meltingpot.adapter import CommonsHarvest, MeltingPotEnv, SymbolicState
 from omjax.envs.meltingpot.layout import HARVEST_REGROWTH_RADIUS
-from omjax.options import meltingpot_common as mp
-from omjax.options.menu import MenuItem
-from omjax.options.records import RecordTable
-from omjax.options.schema import Effect, Feature, OptionSpec, Reason, Schema, Transition
-from omjax.options.synthesis import Guard
+from omjax.options import meltingpot as mp
+from omjax.options.schema import Effect, Feature, OptionSpec, Reason, Transition
 
-VARIANTS = ("lib_a", "lib_b")
-DEFAULT_EPISODES = (7, 7)  # one solo episode per agent, then as many team episodes (400 steps each)
 
 YES_NO = ("no", "yes")
 
@@ -79,9 +71,6 @@ LIB_B = (
 )
 _READ = (REGION, TGT_DIST, TGT_PATCH_APPLES, IN_TGT_PATCH, APPLES_VISIBLE)
 _EFFECT = (MY_APPLES, AT_TARGET, IN_TGT_PATCH, ON_FLOOR, TGT_APPLE)
-
-SCHEMA = Schema(game="harvest", options=tuple(spec for spec, _ in LIB_A + LIB_B), read_set=_READ,
-                effect_features=_EFFECT, transient=(PARTNER_ADJACENT,))
 
 
 def _near_orchard(orchard: np.ndarray, radius: float) -> np.ndarray:
@@ -140,32 +129,9 @@ def effect_features(ctx: mp.Ctx, state: SymbolicState, ex: mp.Execution, cls: st
     }
 
 
-@functools.cache
-def library(variant: str) -> mp.MPLibrary:
-    if variant not in VARIANTS:
-        raise ValueError(f"harvest has no library {variant!r}; known: {', '.join(VARIANTS)}")
-    return mp.make_library("harvest", variant, LIB_A if variant == "lib_a" else LIB_B, _READ, _EFFECT,
-                           (PARTNER_ADJACENT,), agent_features, target_features, effect_features,
-                           mp.partner_transient)
-
-
-def to_union(lib: mp.MPLibrary, table: RecordTable) -> RecordTable:
-    """Records of a candidate library re-indexed to SCHEMA's option order (what files store)."""
-    return mp.to_union(SCHEMA, lib, table)
-
-
-def burnin(variant: str, solo_episodes: int, team_episodes: int, seed: int, progress: bool = True,
-           episode_length: int | None = None) -> RecordTable:
-    """Stage 2 burn-in, in a fresh fixed-layout process (`mp.isolated_burnin`): reproducible records."""
-    table = mp.isolated_burnin("harvest", variant, solo_episodes, team_episodes, seed, progress, episode_length)
-    if table is not None:
-        return table
-    lib = library(variant)
-    return to_union(lib, mp.burnin(lib, CommonsHarvest, regions, solo_episodes, team_episodes, seed, progress,
-                                   episode_length))
-
-
-def start_menu(variant: str, seed: int, agent: int, guards: list[Guard]) -> list[MenuItem]:
-    env = CommonsHarvest()
-    lib = library(variant)
-    return mp.start_menu(lib, env, regions(env), seed, agent, mp.own_guards(lib, guards))
+LIBRARY = mp.MeltingPotGameLibrary(
+    game="harvest", module=__name__, env=CommonsHarvest, candidates={"lib_a": LIB_A, "lib_b": LIB_B},
+    read_set=_READ, effect_set=_EFFECT, transient=(PARTNER_ADJACENT,), agent_features=agent_features,
+    target_features=target_features, effect_features=effect_features, transient_features=mp.partner_transient,
+    regions=regions, DEFAULT_EPISODES=(7, 7),  # one solo episode per agent, then as many team episodes (400 steps each)
+)

@@ -21,6 +21,8 @@ from __future__ import annotations
 
 import dataclasses
 
+import jax
+import jax.numpy as jnp
 import numpy as np
 from flax import struct
 
@@ -260,8 +262,6 @@ class GuardTable:
 
 def hidden_mask_jax(table: GuardTable, inst_opt, feats, live):
     """bool [..., I]. inst_opt int [I]; feats int [..., I, F]; live bool [..., I, R]."""
-    import jax.numpy as jnp
-
     inst_opt = jnp.asarray(inst_opt)
     feats = jnp.asarray(feats)
     # Inferred: gather each guard's literal features for every instance: [..., I, G, L].
@@ -277,9 +277,6 @@ def hidden_mask_jax(table: GuardTable, inst_opt, feats, live):
 
 def letter_ranks_jax(key, visible):
     """int32 [..., I]: letter index of each visible instance (a uniform shuffle), -1 if hidden."""
-    import jax
-    import jax.numpy as jnp
-
     u = jax.random.uniform(key, visible.shape)
     score = jnp.where(visible, u, 2.0)  # hidden instances sort last
     rank = jnp.argsort(jnp.argsort(score, axis=-1), axis=-1)

@@ -42,10 +42,12 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from flax import struct
+from tqdm.auto import tqdm
 
 from omjax.envs.overcooked.env import State, initial_state, transition
 from omjax.envs.overcooked.items import DIR_VEC, NUM_ITEMS, Action, Item
 from omjax.envs.overcooked.layout import MAX_INGREDIENTS, Layout, Terrain, load_layout
+from omjax.envs.overcooked.reference import from_overcooked_ai, make_mdp, to_overcooked_ai
 from omjax.options import menu as menu_mod
 from omjax.options.overcooked_plan import plan_tables
 from omjax.options.records import NO_TARGET, RecordTable
@@ -405,8 +407,6 @@ def solo_active(num_envs: int, num_agents: int, ep_offset: int = 0) -> np.ndarra
 def burnin(variant: str, solo_episodes: int, team_episodes: int, seed: int, progress: bool = True,
            horizon: int = HORIZON, batch: int = 1000) -> RecordTable:
     """Stage-2 burn-in with the jitted, vmapped executor (see `GameLibrary.burnin`)."""
-    from tqdm.auto import tqdm
-
     if solo_episodes < 0 or team_episodes < 0:
         raise ValueError(f"episode counts must be >= 0, got {solo_episodes}, {team_episodes}")
     lib = library(variant)
@@ -447,10 +447,6 @@ def burnin_python(variant: str, episodes: list[tuple[int, bool]], choices: np.nd
     by the caller, e.g. `burnin_choices`, or any RNG). Library logic runs in NumPy per env and
     step; the env step is `OvercookedGridworld.get_state_transition`.
     """
-    from tqdm.auto import tqdm
-
-    from omjax.envs.overcooked.reference import from_overcooked_ai, make_mdp, to_overcooked_ai
-
     lib = library(variant)
     mdp = make_mdp(lib.layout)  # also makes overcooked_ai_py importable (see reference.py)
     joint = importlib.import_module("overcooked_ai_py.mdp.actions").Action.ALL_ACTIONS

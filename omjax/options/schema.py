@@ -25,6 +25,7 @@ from __future__ import annotations
 import dataclasses
 from enum import IntEnum
 
+import jax.numpy as jnp
 import numpy as np
 from flax import struct
 
@@ -311,8 +312,6 @@ def compile_effects(schema: Schema) -> EffectTable:
 
 def effect_holds_jax(table: EffectTable, opt, pre, post):
     """Jittable effect predicate. opt int [...], pre/post int [..., E] -> bool [...]."""
-    import jax.numpy as jnp
-
     feat = jnp.asarray(table.feat)[opt]  # [..., C]
     used = feat >= 0
     idx = jnp.maximum(feat, 0)

@@ -1,8 +1,8 @@
 """Melting Pot prompts (Cleanup, Commons Harvest) in the shape of paper §5.1's worked example.
 
-The system message is fixed per game, team size and action interface: the game's goal, that the
-menu only lists currently-feasible actions (option menu) or what the primitive letters do
-(native), and the two-line reply contract -- or, for compound-JSON, that free JSON actions are
+The system message is fixed per game, team size and action interface: the game's goal and rules
+(no strategy advice unless `advice`), that the menu only lists currently-feasible actions (option
+menu) or what the primitive letters do (native), and the two-line reply contract -- or, for compound-JSON, that free JSON actions are
 executed unfiltered and the reply is the object alone. The user message is rebuilt at every decision: the
 agent's text observation (`omjax.envs.meltingpot.text.observation_text`: own position and
 facing, visible dirt and apples with Manhattan distances, Harvest patches alive, the layout hint,
@@ -18,7 +18,7 @@ from omjax.envs.meltingpot.adapter import ORIENTATIONS, SymbolicState
 from omjax.envs.meltingpot.engine import Substrate
 from omjax.envs.meltingpot.layout import Layout
 from omjax.envs.meltingpot.text import observation_text, view_mask
-from omjax.interfaces.compound_json import OUTPUT_FORMAT
+from omjax.prompts import interface as contract
 from omjax.prompts.memory import Memory
 
 STATES = {
@@ -31,13 +31,21 @@ _GOALS = {
     "cleanup": (
         "Goal: eat apples in the orchard. Apples only regrow while the river is clean, and dirt keeps "
         "accumulating in the river; the cleaning beam (fire_clean) removes dirt in front of you. "
-        "Cleaning earns nothing directly, so the team needs both cleaners and eaters."
+        "Cleaning earns nothing directly."
     ),
     "harvest": (
         "Goal: eat apples on the apple patches. An eaten apple regrows only while uneaten apples remain "
-        "nearby on its patch: a patch eaten bare never grows back. Restraint keeps the patches alive."
+        "nearby on its patch: a patch eaten bare never grows back."
     ),
 }
+"""The goal and the rules, as the paper's prompts give them: no strategy or role advice."""
+
+ADVICE = {
+    "cleanup": "The team needs both cleaners and eaters.",
+    "harvest": "Restraint keeps the patches alive.",
+}
+"""Strategy hints the paper does not give (they confound its emergence claims: roles without
+labels, restraint under a flat reward); shown only with `env.prompt_advice`."""
 _TITLES = {"cleanup": "Melting Pot Cleanup", "harvest": "Melting Pot Commons Harvest"}
 
 NATIVE_TAIL = (
@@ -58,31 +66,22 @@ def game_of(substrate: Substrate) -> str:
     return "cleanup" if substrate.dirt_layer is not None else "harvest"
 
 
-INTERFACES = ("options", "native", "compound_json")
-
-
-def system_message(game: str, n_agents: int, apple_reward: float = 1.0, interface: str = "options") -> str:
+def system_message(game: str, n_agents: int, apple_reward: float = 1.0, interface: str = "options",
+                   advice: bool = False) -> str:
     """The fixed system message of an action interface: the option menu, primitive letters
-    (`native`) or free JSON actions (`compound_json`, whose reply is the JSON object alone)."""
+    (`native`) or free JSON actions (`compound_json`, whose reply is the JSON object alone);
+    `advice` adds the game's `ADVICE` sentence after its goal (off in the paper's setup)."""
     if game not in STATES:
         raise ValueError(f"no Melting Pot prompt for game {game!r}; known: {', '.join(STATES)}")
-    if interface not in INTERFACES:
-        raise ValueError(f"unknown action interface {interface!r}; known: {', '.join(INTERFACES)}")
+    contract.check_interface(interface)
     others = n_agents - 1
     head = (f"You are an agent in a {n_agents}-player cooperative {_TITLES[game]} game.\n\n"
-            f"{_GOALS[game]} Each apple eaten scores +{apple_reward:g} for the team (shared with your "
+            f"{_GOALS[game]}{' ' + ADVICE[game] if advice else ''} Each apple eaten scores +{apple_reward:g} for the team (shared with your "
             f"{others} teammate{'s' if others != 1 else ''}).\n\n")
-    if interface == "compound_json":
-        return f"{head}{COMPOUND_TAIL}\n\n{OUTPUT_FORMAT}"
-    if interface == "native":
-        clean = "; fire clean shoots the cleaning beam ahead" if game == "cleanup" else ""
-        menu = NATIVE_TAIL.format(clean=clean)
-    else:
-        menu = "The action menu only lists currently-feasible actions. Pick one letter."
-    return (f"{head}{menu}\n\n"
-            "Output format (exactly two lines, nothing else):\n"
-            f"state: <{' | '.join(STATES[game])}>\n"
-            "choice: <single capital letter>")
+    clean = "; fire clean shoots the cleaning beam ahead" if game == "cleanup" else ""
+    menu = {"options": contract.OPTIONS_MENU_RULE, "native": NATIVE_TAIL.format(clean=clean),
+            "compound_json": COMPOUND_TAIL}
+    return contract.system_message(head, interface, menu[interface], STATES[game])
 
 
 def state_label(game: str, state: SymbolicState, agent: int) -> str:
@@ -109,13 +108,12 @@ def others_in_view(state: SymbolicState, agent: int) -> str:
 
 
 def user_message(substrate: Substrate, layout: Layout, state: SymbolicState, agent: int, menu_text: str,
-                 memory: Memory, horizon: int, header: str = "Action menu:",
-                 rule: str = "Choose one. Reply with exactly two lines.") -> str:
-    """The per-decision user message: observation, teammates in view, memory, lettered menu (or,
-    with another `header` and `rule`, the compound-JSON action vocabulary)."""
+                 memory: Memory, horizon: int, interface: str = "options") -> str:
+    """The per-decision user message: observation, teammates in view, memory, and the
+    interface's action block around `menu_text` (the lettered menu or the JSON vocabulary)."""
     lines = [observation_text(substrate, layout, state, agent, horizon), others_in_view(state, agent), "", "Memory:"]
     macros = memory.last_macros
     lines.append(f"- Last {memory.macros} macros decided: {', '.join(macros) if macros else '(none)'}")
     lines.append(f"- Total reward last {memory.window} steps: {memory.recent_reward:g}")
-    lines += ["", header, menu_text, "", rule]
+    lines += contract.action_block(interface, menu_text)
     return "\n".join(lines)

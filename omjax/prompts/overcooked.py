@@ -8,15 +8,14 @@ primitive steps a `place_in_pot` would take from here, turns and the final INTER
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
+import jax
 import numpy as np
 
 from omjax.envs.overcooked.items import DIRECTION_NAMES, Item, item_name
 from omjax.envs.overcooked.layout import MAX_INGREDIENTS, Terrain
-from omjax.options.menu import MenuItem, render_menu
 from omjax.options.overcooked import OvercookedOptions, pot_state_code
 from omjax.options.overcooked_plan import UNREACHABLE
+from omjax.prompts import interface as contract
 from omjax.prompts.memory import Memory
 
 STATES = ("empty", "filling", "cooking", "ready_to_plate", "delivering")
@@ -26,17 +25,29 @@ STATES = ("empty", "filling", "cooking", "ready_to_plate", "delivering")
 _EMPTY, _FILLING, _FULL, _COOKING, _READY = 1, 2, 3, 4, 5
 
 
-def system_message(n_agents: int, delivery_reward: float) -> str:
+NATIVE_RULE = (
+    "Each turn you choose ONE primitive action, applied for one step: the move letters turn you to "
+    "face that way and step if the cell is free; interact acts on the cell you face. Pick one letter."
+)
+COMPOUND_RULE = (
+    "Each time your previous action has finished you choose the next one by writing a JSON object "
+    "naming an action and its target cell. It is executed only if it is valid; nothing filters "
+    "the actions for you."
+)
+
+
+def system_message(n_agents: int, delivery_reward: float, interface: str = "options") -> str:
+    """The fixed system message: the kitchen and its goal, then what the interface's menu is
+    (`omjax.prompts.interface`) and the reply contract."""
     partner = "partner" if n_agents == 2 else "partners"
-    return (
+    head = (
         f"You are an agent in a {n_agents}-player cooperative Overcooked-AI kitchen.\n\n"
         "Goal: place 3 onions in a pot, start the cook, plate the soup with a dish, deliver to the "
         f"serving station. Each delivery scores +{delivery_reward:g} (shared with {partner}).\n\n"
-        "The action menu only lists currently-feasible actions. Pick one letter.\n\n"
-        "Output format (exactly two lines, nothing else):\n"
-        f"state: <{' | '.join(STATES)}>\n"
-        "choice: <single capital letter>"
     )
+    menu = {"options": contract.OPTIONS_MENU_RULE, "native": NATIVE_RULE, "compound_json": COMPOUND_RULE}
+    contract.check_interface(interface)
+    return contract.system_message(head, interface, menu[interface], STATES)
 
 
 def _held(code: int) -> str:
@@ -103,12 +114,14 @@ def user_message(
     lib: OvercookedOptions,
     state,
     agent: int,
-    menu: Sequence[MenuItem],
+    menu_text: str,
     memory: Memory,
     horizon: int,
+    interface: str = "options",
 ) -> str:
-    """The per-decision user message (position, partners, pots, counters, memory, menu)."""
-    state = _numpy(state)
+    """The per-decision user message (position, partners, pots, counters, memory, and the
+    interface's action block around `menu_text`: the rendered menu or the JSON vocabulary)."""
+    state = jax.tree.map(np.asarray, state)
     n = lib.num_agents
     others = _others(n, agent)
     lines = [
@@ -153,11 +166,5 @@ def user_message(
         f"facing={_facing(state.facing[j])} holding={_held(state.held[j])}"
         for j in others
     ]
-    lines += ["", "Action menu:", render_menu(list(menu)), "", "Choose one. Reply with exactly two lines."]
+    lines += contract.action_block(interface, menu_text)
     return "\n".join(lines)
-
-
-def _numpy(state):
-    import jax
-
-    return jax.tree.map(np.asarray, state)

@@ -5,9 +5,7 @@
   adapter bank with `jax.vmap` and jitted (`make_bank_update`).
 * `policy`: LLM policies over menus: `LetterPolicy` (constrained letter scoring) and
   `SamplePolicy` (generated two-line replies), per-row adapters gathered from the bank.
-* `games`: K joint episodes of a game behind the `Game` protocol; `register_game(game,
-  interface, factory)` is the hook for more games and the ablation interfaces.
-* `rollout`: the engine (asynchronous option decisions, one batched LLM call per env step,
+* `rollout`: the engine over any `omjax.games.Game` (asynchronous option decisions, one batched LLM call per env step,
   per-decision records) and the padded per-adapter update batches.
 * `checkpoint`, `metrics`: orbax round/best checkpoints; metrics.jsonl, learning-curve PNG.
 * `trainer`: `Trainer(cfg).run(resume=...)`; `cli`: `omjax train`.

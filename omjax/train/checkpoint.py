@@ -5,10 +5,19 @@
 return (the paper's checkpoint rule). orbax writes each checkpoint into a temporary directory and
 renames it when complete, so a run killed mid-save leaves the previous checkpoint as the latest
 one; `latest_round` only ever sees finished checkpoints.
+
+After orbax finishes a save, `MANIFEST` (the sha256 and size of every file of the checkpoint) is
+written next to its files, atomically. `restore` verifies the newest checkpoint against it and
+lets orbax read it; a checkpoint that fails either (a truncated or edited file, a deleted
+metadata file) is skipped for the next older one, and each skip is reported in one line.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
+import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +43,75 @@ class TrainState:
     """float32 [] best mean team return of a finished round (-inf before any)."""
 
 
+MANIFEST = "omjax_manifest.json"
+"""File of a checkpoint directory listing the sha256 and size of every other file in it."""
+
+
+class CheckpointError(RuntimeError):
+    """No intact checkpoint to restore; the message says which were tried and why each failed."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Restored:
+    """What `Checkpointer.restore` read, and what it had to skip on the way."""
+
+    state: TrainState
+    meta: dict
+    step: int
+    """Round number (directory name) of the checkpoint restored."""
+    path: Path
+    skipped: tuple[str, ...] = ()
+    """One line per newer checkpoint that failed verification: `<path>: <why>`."""
+
+
+def _files(directory: Path) -> list[Path]:
+    return sorted(f for f in directory.rglob("*") if f.is_file() and f.name != MANIFEST)
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def write_manifest(directory: Path) -> None:
+    """Record the sha256 and size of every file under a finished checkpoint `directory`
+    (written to a temporary name and renamed, so a manifest is never half-written)."""
+    files = {str(f.relative_to(directory)): {"sha256": _sha256(f), "bytes": f.stat().st_size} for f in _files(directory)}
+    tmp = directory / (MANIFEST + ".tmp")
+    tmp.write_text(json.dumps(files, indent=0, sort_keys=True))
+    os.replace(tmp, directory / MANIFEST)
+
+
+def verify_manifest(directory: Path) -> str | None:
+    """Why `directory` does not match its manifest (None: it does). A checkpoint written
+    before manifests existed has none and is left to orbax's own checks."""
+    manifest = directory / MANIFEST
+    if not manifest.is_file():
+        return None
+    try:
+        files = json.loads(manifest.read_text())
+    except ValueError:
+        return f"{MANIFEST} is not valid JSON"
+    for name, want in sorted(files.items()):
+        f = directory / name
+        if not f.is_file():
+            return f"{name} is missing"
+        if f.stat().st_size != want["bytes"]:
+            return f"{name} has {f.stat().st_size} bytes, {want['bytes']} were written"
+        if _sha256(f) != want["sha256"]:
+            return f"{name} does not match its sha256"
+    extra = sorted(str(f.relative_to(directory)) for f in _files(directory) if str(f.relative_to(directory)) not in files)
+    return f"{extra[0]} was not written by the save" if extra else None
+
+
+def _one_line(err: BaseException) -> str:
+    text = str(err).strip().splitlines()
+    return f"{type(err).__name__}: {text[0][:200] if text else ''}"
+
+
 def _manager(path: Path, keep: int) -> ocp.CheckpointManager:
     options = ocp.CheckpointManagerOptions(max_to_keep=keep, create=True, enable_async_checkpointing=False)
     return ocp.CheckpointManager(path.absolute(), options=options)
@@ -50,28 +128,47 @@ class Checkpointer:
     def save(self, state: TrainState, meta: dict, is_best: bool) -> None:
         """Write the state after round `state.round` (and as the best one when `is_best`)."""
         step = int(state.round)
-        args = ocp.args.Composite(state=ocp.args.StandardSave(state), meta=ocp.args.JsonSave(meta))
-        self.latest.save(step, args=args, force=True)
-        self.latest.wait_until_finished()
-        if is_best:
+        for manager in (self.latest, self.best) if is_best else (self.latest,):
             args = ocp.args.Composite(state=ocp.args.StandardSave(state), meta=ocp.args.JsonSave(meta))
-            self.best.save(step, args=args, force=True)
-            self.best.wait_until_finished()
+            manager.save(step, args=args, force=True)
+            manager.wait_until_finished()
+            write_manifest(Path(manager.directory) / str(step))
 
     def latest_round(self) -> int | None:
         return self.latest.latest_step()
 
-    def restore(self, template: TrainState, which: str = "latest") -> tuple[TrainState, dict]:
-        """The newest finished checkpoint (`which="latest"`) or the best one, restored into the
-        structure of `template` (a freshly initialised state of the same run config)."""
+    def restore(self, template: TrainState, which: str = "latest") -> Restored:
+        """The newest intact checkpoint (`which="latest"`) or the best one, restored into the
+        structure of `template` (a freshly initialised state of the same run config). Newer
+        checkpoints that fail verification are skipped (and listed in `Restored.skipped`);
+        CheckpointError when none is intact."""
         manager = self.latest if which == "latest" else self.best
-        step = manager.latest_step()
-        if step is None:
+        steps = sorted(manager.all_steps(), reverse=True)
+        if not steps:
             raise FileNotFoundError(f"no finished checkpoint under {manager.directory}")
         abstract = jax.tree.map(ocp.utils.to_shape_dtype_struct, template)
-        out = manager.restore(step, args=ocp.args.Composite(state=ocp.args.StandardRestore(abstract),
-                                                            meta=ocp.args.JsonRestore()))
-        return out["state"], dict(out["meta"])
+        skipped = []
+        for step in steps:
+            path = Path(manager.directory) / str(step)
+            why = verify_manifest(path)
+            if why is None:
+                try:
+                    out = manager.restore(step, args=ocp.args.Composite(state=ocp.args.StandardRestore(abstract),
+                                                                        meta=ocp.args.JsonRestore()))
+                except Exception as err:  # noqa: BLE001  (orbax/TensorStore raise many types; each is a skip)
+                    why = f"orbax cannot read it ({_one_line(err)})"
+                else:
+                    return Restored(out["state"], dict(out["meta"]), step, path, tuple(skipped))
+            skipped.append(f"{path}: {why}")
+        raise CheckpointError(f"no intact {which} checkpoint under {manager.directory}: " + "; ".join(skipped))
+
+    def discard(self, restored: Restored) -> None:
+        """Delete the round checkpoints newer than `restored` (the ones it skipped as broken),
+        so the resumed run can write those rounds again."""
+        for step in self.latest.all_steps():
+            if step > restored.step:
+                self.latest.delete(step)
+        self.latest.reload()
 
     def close(self) -> None:
         self.latest.close()

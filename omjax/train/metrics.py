@@ -55,7 +55,7 @@ class MetricsLog:
 
 def plot_learning_curve(rows: list[dict], path: str | Path, title: str = "") -> None:
     """Team return per round (mean with min-max band over the K rollouts) and per-round KL."""
-    import matplotlib
+    import matplotlib  # heavy, and only the PNG needs it
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt

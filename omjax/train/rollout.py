@@ -7,7 +7,7 @@ their adapter from the bank). Each decision is recorded with its prompt tokens, 
 old log-prob, menu, agent and env step; each episode's team return is the sum of its team
 rewards.
 
-Games and action interfaces plug in through `omjax.train.games.register_game`.
+Games and action interfaces are `omjax.games.Game`s (`omjax.games.make_game`).
 """
 
 from __future__ import annotations
@@ -21,10 +21,10 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from omjax.config import PolicyConfig
+from omjax.games.base import Game
 from omjax.models.inference import bucket
 from omjax.options.menu import MenuItem
 from omjax.prompts import Memory, format_reply, parse_reply, render_chat
-from omjax.train.games import Game
 from omjax.train.policy import LetterPolicy, SamplePolicy, letter_token_ids, pad_left, pow2_at_least, single_token_letters
 
 
@@ -183,11 +183,12 @@ def episode_seed(seed: int, round_idx: int, rollout: int) -> int:
 
 
 def collect(game: Game, decider: Decider, base: Any, bank: Any, n_rollouts: int, key: jax.Array,
-            seed: int, round_idx: int, progress: bool = False, seeds: list[int] | None = None) -> RolloutBatch:
-    """Run `n_rollouts` joint episodes under the current bank (Algorithm 1, lines 2-5).
-
-    `seeds` (default: `episode_seed(seed, round_idx, k)` for training) fixes each episode's seed
-    directly, so held-out evaluation seeds (10000, 10001, ...) can run as one batch."""
+            seed: int, round_idx: int, progress: bool = False,
+            on_step: Callable[[Game], None] | None = None, seeds: list[int] | None = None) -> RolloutBatch:
+    """Run `n_rollouts` joint episodes under the current bank (Algorithm 1, lines 2-5);
+    `on_step(game)` runs after every env step (the evaluation recorder). `seeds` (default:
+    `episode_seed(seed, round_idx, k)`, the training seeds) fixes each episode's seed directly,
+    so held-out evaluation seeds (10000, 10001, ...) can run as one batch."""
     cfg = decider.cfg
     if seeds is None:
         seeds = [episode_seed(seed, round_idx, k) for k in range(n_rollouts)]
@@ -202,7 +203,6 @@ def collect(game: Game, decider: Decider, base: Any, bank: Any, n_rollouts: int,
     decisions: list[Decision] = []
     choices = np.zeros((n_rollouts, n), np.int32)
     system = game.system_message()
-    game_parse = getattr(game, "parse_choice", None)
     bar = tqdm(range(game.horizon), desc=f"round {round_idx} rollouts", leave=False, disable=not progress)
     for t in bar:
         pending = np.argwhere(game.needs_decision())
@@ -215,7 +215,7 @@ def collect(game: Game, decider: Decider, base: Any, bank: Any, n_rollouts: int,
                 user = game.user_message(int(k), int(i), menu, memories[k][i])
                 prefix = format_reply(game.state_label(int(k), int(i))) if isinstance(decider.policy, LetterPolicy) else ""
                 prompt = render_chat(decider.tokenizer, system, user, prefix)
-                parse = None if game_parse is None else functools.partial(game_parse, int(k), int(i), menu)
+                parse = functools.partial(game.parse_choice, int(k), int(i), menu)
                 requests.append(Request(int(k), int(i), menu, prompt, game.fallback(int(k), int(i), menu), parse))
             results = decider.decide(base, bank, requests, jax.random.fold_in(key, t), fallback_rng)
             for req, (pos, prompt_ids, reply_ids, text, logp, parsed) in zip(requests, results):
@@ -225,6 +225,8 @@ def collect(game: Game, decider: Decider, base: Any, bank: Any, n_rollouts: int,
                 decisions.append(Decision(req.rollout, req.agent, t, prompt_ids, reply_ids, text, req.menu,
                                           pos, logp, parsed))
         reward = game.step(choices)
+        if on_step is not None:
+            on_step(game)
         returns += reward
         for k in range(n_rollouts):
             for i in range(n):

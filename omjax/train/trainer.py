@@ -10,6 +10,8 @@ vmapped over adapters); write metrics, decisions and a checkpoint.
 
 from __future__ import annotations
 
+import contextlib
+import signal
 import time
 from pathlib import Path
 from typing import Any
@@ -19,11 +21,13 @@ import jax.numpy as jnp
 import numpy as np
 from tqdm.auto import tqdm
 
-from omjax.config import Config, dump_config
+from omjax.config import Config, LoRAConfig, dump_config
+from omjax.envs.meltingpot.workers import RolloutWorkerError
+from omjax.games import make_game
+from omjax.models import load
 from omjax.models import lora as lora_lib
 from omjax.train import grpo
 from omjax.train.checkpoint import Checkpointer, TrainState
-from omjax.train.games import make_game
 from omjax.train.metrics import MetricsLog, plot_learning_curve, write_jsonl_atomic
 from omjax.train.policy import LetterPolicy, SamplePolicy
 from omjax.train.rollout import Decider, RolloutBatch, collect, decision_record, update_inputs
@@ -44,7 +48,7 @@ def stop_token_ids(tokenizer: Any) -> list[int]:
     return sorted(i for i in ids if i is not None)
 
 
-def make_policy(cfg: Config, model: Any, lora_cfg: lora_lib.LoraConfig) -> LetterPolicy | SamplePolicy:
+def make_policy(cfg: Config, model: Any, lora_cfg: LoRAConfig) -> LetterPolicy | SamplePolicy:
     """The configured decision mode on `model`; with `lora.top_layers`, the layers below the
     adapters form a frozen trunk that the update computes once per round."""
     top = cfg.lora.top_layers
@@ -82,21 +86,21 @@ class Trainer:
     def __init__(self, cfg: Config, model: Any = None, run_dir: str | Path | None = None, game: Any = None):
         """`model` (an `omjax.models.load` result) and `game` (a `Game`) default to the ones the
         config names; passing them lets tests and notebooks reuse a loaded backbone."""
-        from omjax.models import load
-
         self.cfg = cfg
         self.run_dir = Path(run_dir or cfg.run.out_dir)
         dtype = jnp.float32 if cfg.model.dtype == "float32" else jnp.bfloat16
         self.model = model if model is not None else load(cfg.model.name, dtype=dtype)
-        self.lora_cfg = lora_lib.LoraConfig(rank=cfg.lora.rank, alpha=cfg.lora.alpha, targets=cfg.lora.targets)
+        self.lora_cfg = cfg.lora
         self.policy = make_policy(cfg, self.model, self.lora_cfg)
-        self.game = game if game is not None else make_game(cfg.env, cfg.policy.action_interface, cfg.train.rollouts)
+        self.game = game if game is not None else make_game(cfg.env, cfg.policy.action_interface)
         self.decider = Decider(self.policy, self.model.tokenizer, cfg.policy)
         t = cfg.train
         self.optimizer = make_optimizer(t.lr, t.max_grad_norm, t.adam_b1, t.adam_b2, t.adam_eps)
         settings = UpdateSettings(clip_eps=t.clip_eps, kl_coef=t.kl_coef, epochs=t.epochs,
                                   minibatch_size=t.minibatch_size, kl_kind=self.policy.kl_kind)
-        self.update = make_bank_update(self.policy.policy_fn, self.optimizer, settings, self.policy.prepare)
+        self._update_bar: tqdm | None = None
+        self.update = make_bank_update(self.policy.policy_fn, self.optimizer, settings, self.policy.prepare,
+                                       on_step=lambda: self._update_bar is not None and self._update_bar.update())
 
     # ---------------------------------------------------------------------------------------
     def init_state(self) -> TrainState:
@@ -121,8 +125,11 @@ class Trainer:
         cfg, r = self.cfg, int(state.round)
         key, k_roll, k_upd = jax.random.split(state.key, 3)
         t0 = time.time()
-        batch = collect(self.game, self.decider, self.model.params, state.bank, cfg.train.rollouts, k_roll,
-                        cfg.seed, r, progress=cfg.run.progress)
+        try:
+            batch = collect(self.game, self.decider, self.model.params, state.bank, cfg.train.rollouts, k_roll,
+                            cfg.seed, r, progress=cfg.run.progress)
+        except RolloutWorkerError as err:
+            raise RolloutWorkerError(f"round {r} of the run with seed {cfg.seed}: {err}") from err
         t1 = time.time()
         adv, zero = _advantages(jnp.asarray(batch.returns, jnp.float32))
         adv, zero = np.asarray(adv), bool(zero)
@@ -138,8 +145,15 @@ class Trainer:
             dbatch = DecisionBatch(inputs=jax.tree.map(jnp.asarray, inputs), advantage=jnp.asarray(adv_rows),
                                    valid=jnp.asarray(valid))
             keys = jax.random.split(k_upd, cfg.n_adapters)
-            bank, opt_state, metrics = self.update(self.model.params, bank, opt_state, dbatch, keys,
-                                                   active_minibatches(valid, cfg.train.minibatch_size))
+            active = active_minibatches(valid, cfg.train.minibatch_size)
+            self._update_bar = tqdm(total=cfg.train.epochs * active, desc=f"round {r} update", unit="step",
+                                    leave=False, disable=not cfg.run.progress)
+            try:
+                bank, opt_state, metrics = self.update(self.model.params, bank, opt_state, dbatch, keys, active)
+                wait_interruptibly(metrics)
+            finally:
+                self._update_bar.close()
+                self._update_bar = None
             upd = summarize_update(metrics)
         t2 = time.time()
         mean_return = float(np.mean(batch.returns))
@@ -168,38 +182,95 @@ class Trainer:
 
     # ---------------------------------------------------------------------------------------
     def run(self, resume: bool = False) -> list[dict]:
-        """Train to `train.rounds`; with `resume`, continue from the newest checkpoint."""
+        """Train to `train.rounds`; with `resume`, continue from the newest intact checkpoint
+        (newer broken ones are reported and deleted). Ctrl-C abandons the current round and
+        raises `RunInterrupted`: the rounds already written stay a consistent, resumable run."""
         cfg = self.cfg
         self.run_dir.mkdir(parents=True, exist_ok=True)
         ckpt = Checkpointer(self.run_dir, cfg.run.keep_checkpoints)
         state = self.init_state()
         if resume:
             if ckpt.latest_round() is None:
+                ckpt.close()
                 raise FileNotFoundError(f"--resume: no finished checkpoint in {self.run_dir / 'checkpoints'}")
-            state, _ = ckpt.restore(state)
+            try:
+                restored = ckpt.restore(state)
+            except BaseException:
+                ckpt.close()
+                raise
+            for line in restored.skipped:
+                print(f"skipped checkpoint {line}")
+            ckpt.discard(restored)
+            state = restored.state
+            print(f"resuming after round {restored.step} from {restored.path}")
         dump_config(cfg, self.run_dir / "config.yaml")
         log = MetricsLog(self.run_dir, start_round=int(state.round))
         (self.run_dir / "decisions").mkdir(exist_ok=True)
         start = int(state.round)
         bar = tqdm(range(start, cfg.train.rounds), initial=start, total=cfg.train.rounds, desc="PA-MAGRPO",
                    unit="round", disable=not cfg.run.progress)
+        r = start
         try:
             for r in bar:
                 state, row, batch = self.round(state)
-                if cfg.run.save_decisions:
-                    write_jsonl_atomic(self.run_dir / "decisions" / f"round_{r:04d}.jsonl",
-                                       [decision_record(d, r) for d in batch.decisions])
-                log.append(row)
-                ckpt.save(state, {"round": r + 1, "metrics": row}, is_best=row["best"])
-                if (r + 1) % cfg.run.plot_every == 0 or r + 1 == cfg.train.rounds:
-                    plot_learning_curve(log.rows, self.run_dir / "learning_curve.png",
-                                        f"{cfg.env.game} {cfg.env.layout} / {cfg.model.name}")
+                with deferred_sigint():
+                    if cfg.run.save_decisions:
+                        write_jsonl_atomic(self.run_dir / "decisions" / f"round_{r:04d}.jsonl",
+                                           [decision_record(d, r) for d in batch.decisions])
+                    log.append(row)
+                    ckpt.save(state, {"round": r + 1, "metrics": row}, is_best=row["best"])
+                    if (r + 1) % cfg.run.plot_every == 0 or r + 1 == cfg.train.rounds:
+                        plot_learning_curve(log.rows, self.run_dir / "learning_curve.png",
+                                            f"{cfg.env.game} {cfg.env.layout} / {cfg.model.name}")
                 kl = "-" if row["kl"] is None else f"{row['kl']:.4f}"
                 tqdm.write(f"round {r}: team return {row['team_return_mean']:.2f} "
                            f"{[round(x, 1) for x in row['team_returns']]} decisions {row['decisions_per_agent']} "
                            f"kl {kl} ({row['time_s']:.0f}s)")
                 bar.set_postfix(ret=f"{row['team_return_mean']:.1f}")
+        except KeyboardInterrupt as stop:
+            raise RunInterrupted(self.run_dir, r, isinstance(stop, ComputationAbandoned)) from None
         finally:
             bar.close()
             ckpt.close()
         return log.rows
+
+
+class ComputationAbandoned(KeyboardInterrupt):
+    """Ctrl-C while a dispatched XLA computation was still running (it cannot be cancelled)."""
+
+
+def wait_interruptibly(tree: Any) -> None:
+    """Block until every array of `tree` is computed, in short sleeps: Ctrl-C then stops the
+    wait at once (a plain blocking read holds it for the whole update) and raises
+    `ComputationAbandoned`."""
+    try:
+        for leaf in jax.tree.leaves(tree):
+            while not leaf.is_ready():
+                time.sleep(0.05)
+    except KeyboardInterrupt:
+        raise ComputationAbandoned from None
+
+
+class RunInterrupted(KeyboardInterrupt):
+    """Ctrl-C during a run: `round` was abandoned, rounds before it are saved in `run_dir`.
+    `in_flight`: an XLA computation of the abandoned round is still running."""
+
+    def __init__(self, run_dir: Path, round_idx: int, in_flight: bool = False):
+        self.run_dir, self.round, self.in_flight = run_dir, round_idx, in_flight
+        saved = f"rounds 0-{round_idx - 1} are saved" if round_idx else "no round was finished"
+        super().__init__(f"interrupted in round {round_idx} ({saved} in {run_dir}); "
+                         f"continue with: omjax train --resume {run_dir}")
+
+
+@contextlib.contextmanager
+def deferred_sigint():
+    """Hold Ctrl-C until the block ends, so a round's decisions, metrics row and checkpoint are
+    written together or not at all; the interrupt is raised as soon as the block exits."""
+    caught = []
+    previous = signal.signal(signal.SIGINT, lambda signum, frame: caught.append(signum))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    if caught:
+        raise KeyboardInterrupt

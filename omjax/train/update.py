@@ -117,7 +117,7 @@ def _skippable_map(fn: Callable[[Any], Any], chunks: Any, n_active: jax.Array) -
 
 
 def make_agent_update(policy_fn: PolicyFn, optimizer: optax.GradientTransformation, settings: UpdateSettings,
-                      prepare_fn: Callable[[Any, Any], Any] | None = None):
+                      prepare_fn: Callable[[Any, Any], Any] | None = None, on_step: Callable[[], None] | None = None):
     """Build `update(base, lora, opt_state, batch, key, n_active=None) -> (lora, opt_state,
     UpdateMetrics)` for one agent.
 
@@ -131,6 +131,9 @@ def make_agent_update(policy_fn: PolicyFn, optimizer: optax.GradientTransformati
     `prepare_fn(base, inputs) -> inputs` runs once per update on every minibatch before
     anything else, without gradient: the place for work that neither the adapter nor the epoch
     changes (the frozen trunk of `lora.top_layers`, see `omjax.models.base.Trunk`).
+
+    `on_step()` is called on the host after each gradient step that is not skipped (once per
+    step, not per agent, under the bank's vmap): the update's progress, for a progress bar.
     """
     mb = settings.minibatch_size
     kl_fn = grpo.kl_exact if settings.kl_kind == "exact" else grpo.kl_k3
@@ -171,6 +174,8 @@ def make_agent_update(policy_fn: PolicyFn, optimizer: optax.GradientTransformati
             idx = order.reshape(n_mb, mb)  # [n_mb, mb]
 
             def grad_step(carry, rows):
+                if on_step is not None:
+                    jax.debug.callback(on_step)
                 lora, opt_state = carry
                 take = lambda x: x[rows]
                 valid = batch.valid[rows]
@@ -206,7 +211,7 @@ def make_agent_update(policy_fn: PolicyFn, optimizer: optax.GradientTransformati
 
 
 def make_bank_update(policy_fn: PolicyFn, optimizer: optax.GradientTransformation, settings: UpdateSettings,
-                     prepare_fn: Callable[[Any, Any], Any] | None = None):
+                     prepare_fn: Callable[[Any, Any], Any] | None = None, on_step: Callable[[], None] | None = None):
     """Jitted update of the whole adapter bank: vmap of the one-agent update over axis 0 of the
     LoRA tree, optimizer state, decision batches ([A, B, ...]) and keys ([A]); the frozen base
     and `n_active` (the most minibatches any agent needs) are shared (not mapped).
@@ -214,7 +219,7 @@ def make_bank_update(policy_fn: PolicyFn, optimizer: optax.GradientTransformatio
     `update(base, bank, opt_state, batch, keys, n_active=None) -> (bank, opt_state,
     UpdateMetrics [A, E, n_mb])`
     """
-    mapped = jax.vmap(make_agent_update(policy_fn, optimizer, settings, prepare_fn),
+    mapped = jax.vmap(make_agent_update(policy_fn, optimizer, settings, prepare_fn, on_step),
                       in_axes=(None, 0, 0, 0, 0, None))
 
     @jax.jit

@@ -12,7 +12,8 @@ from omjax.envs.meltingpot import make
 from omjax.envs.meltingpot.adapter import HEADING, SymbolicState
 from omjax.envs.meltingpot.engine import LAYER_FORWARD, LAYER_LEFT
 from omjax.envs.meltingpot.probes import probes_decisions, probes_init, probes_step
-from omjax.envs.meltingpot.text import observation_text, primitive_actions, view_mask
+from omjax.envs.meltingpot.text import observation_text, view_mask
+from omjax.interfaces.native import primitive_actions
 from omjax.envs.meltingpot.workers import EnvPool, WorkerCrash
 
 DATA = os.path.join(os.path.dirname(__file__), "..", "data", "meltingpot")

@@ -1,5 +1,5 @@
 """Melting Pot menus: the vectorised guard evaluators (NumPy `menu.hidden_mask`, JAX
-`menu.hidden_mask_jax` through `meltingpot_common.hidden_mask_batch_jax`) equal the guard-by-guard
+`menu.hidden_mask_jax` through `omjax.options.meltingpot.hidden_mask_batch_jax`) equal the guard-by-guard
 Python definition on >= 1,000 recorded states of each game, every agent, both libraries."""
 
 from __future__ import annotations
@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 
 from omjax.envs.meltingpot import make
-from omjax.options import meltingpot_common as mp
+from omjax.options import meltingpot as mp
 from omjax.options.menu import GuardTable, hidden_mask, hidden_mask_reference
-from omjax.options.registry import guard_path, load_game
+from omjax.games.registry import guard_path, library
 from omjax.options.synthesis import REASON_KEY, Guard, read_guards
 
 DATA = os.path.join(os.path.dirname(__file__), "..", "data", "meltingpot")
@@ -28,7 +28,7 @@ def _load_states(game):
 
 @pytest.mark.parametrize("game", ["cleanup", "harvest"])
 def test_jax_and_numpy_guard_evaluators_equal_python_on_recorded_states(game):
-    module = load_game(game)
+    module = library(game)
     states = _load_states(game)
     assert len(states) >= 1000
     env = make(game)
@@ -64,14 +64,14 @@ def test_jax_and_numpy_guard_evaluators_equal_python_on_recorded_states(game):
 def test_guard_files_regenerate_byte_identical_in_fresh_processes(game, tmp_path):
     """`omjax guards --game <game> --layout <variant>` from a fresh burn-in, in its own process,
     writes exactly the shipped guard file, for every variant (the burn-in runs in a fixed-layout
-    process with LuaJIT's PRNG pinned: `meltingpot_common.isolated_burnin`).
+    process with LuaJIT's PRNG pinned: `omjax.envs.meltingpot.isolated`).
 
     Runtime: one default burn-in per variant, 7 solo + 7 team episodes; about 1 min per clean_up
     variant and 1-2 min per Commons Harvest variant on a quiet 2-core machine (slow-marked)."""
     import subprocess
     import sys
 
-    for variant in load_game(game).VARIANTS:
+    for variant in library(game).VARIANTS:
         out = tmp_path / f"{game}_{variant}.jsonl"
         subprocess.run([sys.executable, "-m", "omjax", "guards", "--game", game, "--layout", variant,
                         "--quiet", "--out", str(out)], check=True, capture_output=True)

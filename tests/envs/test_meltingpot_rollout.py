@@ -8,17 +8,17 @@ from omjax.envs.meltingpot import CleanUp, SymbolicState
 from omjax.envs.meltingpot.probes import probes_decisions, probes_init, probes_step
 from omjax.envs.meltingpot.workers import EnvPool
 from omjax.options import cleanup
-from omjax.options import meltingpot_common as mp
+from omjax.options import meltingpot as mp
 from omjax.options.menu import episode_rng
-from omjax.options.registry import guard_path
+from omjax.games.registry import guard_path
 from omjax.options.schema import SUCCESS
 from omjax.options.synthesis import read_guards
 
 
 def test_k_option_rollouts_with_asynchronous_termination():
     k_envs, horizon = 2, 20
-    lib = cleanup.library("lib_a")
-    guards = [g for g in read_guards(guard_path("cleanup", "lib_a"), cleanup.SCHEMA) if g.opt in lib.schema.option_names]
+    lib = cleanup.LIBRARY.library("lib_a")
+    guards = [g for g in read_guards(guard_path("cleanup", "lib_a"), cleanup.LIBRARY.SCHEMA) if g.opt in lib.schema.option_names]
     static = CleanUp()  # layout and action names only; the episodes run in the workers
     ctx = mp.make_ctx(static, cleanup.regions(static))
     agents = ctx.num_agents

@@ -3,9 +3,8 @@
 import numpy as np
 import pytest
 
-import omjax.interfaces.overcooked  # noqa: F401  (registers the native and compound-JSON games)
 from omjax.eval.ablations import TABLE2_CELLS, cell_config
-from omjax.train.games import make_game
+from omjax.games.registry import make_game
 from omjax.train.trainer import Trainer
 
 SMALL = ["env.horizon=3", "train.rollouts=2", "train.rounds=1", "train.minibatch_size=4", "lora.rank=2",
@@ -17,7 +16,7 @@ SMALL = ["env.horizon=3", "train.rollouts=2", "train.rounds=1", "train.minibatch
 def games():
     """One game per interface, shared by the cells (each compiles its env step once)."""
     cfg = cell_config("ours", overrides=SMALL)
-    return {interface: make_game(cfg.env, interface, 2) for interface in ("options", "native", "compound_json")}
+    return {interface: make_game(cfg.env, interface) for interface in ("options", "native", "compound_json")}
 
 
 @pytest.mark.slow

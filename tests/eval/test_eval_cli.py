@@ -4,7 +4,6 @@ import json
 
 import pytest
 
-import omjax.interfaces.overcooked  # noqa: F401  (registers the native game with the engine)
 from omjax.eval.cli import main, parse_seeds
 from omjax.eval.results import Trajectory, read_results, trajectory_path
 

@@ -32,9 +32,9 @@ def test_native_action_sets_follow_env_action_order():
     assert overcooked.letters == ("A", "B", "C", "D", "E", "F")
     assert overcooked.parse("state: empty\nchoice: F") == 5  # INTERACT
     assert overcooked.parse("choice: G") is None
-    clean_up = native_action_set("clean_up")
+    clean_up = native_action_set("cleanup")
     assert clean_up.letters[-1] == "I" and clean_up.names[clean_up.parse("choice: I")] == "fire clean"
-    assert len(native_action_set("commons_harvest").names) == 8  # no cleaning beam in Harvest
+    assert len(native_action_set("harvest").names) == 8  # no cleaning beam in Harvest
     assert "F) interact" in overcooked.render_menu()
     assert overcooked.action_counts([5, 5, 0]) == {
         "move north": 1, "move south": 0, "move east": 0, "move west": 0, "stay": 0, "interact": 2

@@ -6,12 +6,13 @@ import numpy as np
 import pytest
 
 from omjax.config import EnvConfig
-from omjax.train.games import OvercookedGame, guards_file
+from omjax.games.overcooked import OvercookedOptionsGame
+from omjax.games.registry import guards_file
 
 
 def test_inactive_agent_never_decides_and_never_moves():
     env = EnvConfig(game="overcooked", layout="asymmetric_advantages", horizon=6, n_agents=2)
-    game = OvercookedGame(env.layout, env.horizon, guards_file(env), active=[False, True])
+    game = OvercookedOptionsGame(env.layout, env.horizon, guards_file(env), active=[False, True])
     game.reset([10_000])
     start = np.asarray(game.states.pos)[0].copy()
     menu = game.menu(0, 1, np.random.default_rng(0))
@@ -24,12 +25,11 @@ def test_inactive_agent_never_decides_and_never_moves():
     np.testing.assert_array_equal(pos[0], start[0])
     assert not np.array_equal(pos[1], start[1])
     with pytest.raises(ValueError, match="at least one"):
-        OvercookedGame(env.layout, env.horizon, "", active=[False, False])
+        OvercookedOptionsGame(env.layout, env.horizon, "", active=[False, False])
 
 
 @pytest.mark.slow
 def test_audit_solo_on_a_checkpoint(tiny_model_dir, tmp_path):
-    import omjax.interfaces.overcooked  # noqa: F401
     from omjax.config import load_config
     from omjax.eval.audit_cli import main
     from omjax.train.trainer import Trainer

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 import torch
 
+from omjax.config import LORA_TARGETS, LoRAConfig
 from omjax.models import family, inference, load, lora
 from omjax.models.loader import read_snapshot
 
@@ -104,7 +105,7 @@ def test_lora_matches_peft(tiny):
 
     model, path = tiny
     m = load(path, dtype=jnp.float32, with_tokenizer=False)
-    cfg = lora.LoraConfig(rank=4, alpha=8.0)
+    cfg = LoRAConfig(rank=4, alpha=8.0, targets=LORA_TARGETS)
     adapter = _random_lora(m, cfg)
     hf_names = {"q": "q_proj", "k": "k_proj", "v": "v_proj", "o": "o_proj",
                 "gate": "gate_proj", "up": "up_proj", "down": "down_proj"}
@@ -131,7 +132,7 @@ def test_lora_matches_peft(tiny):
 def test_zero_b_lora_equals_base_and_bank_equals_separate_calls(tiny_qwen3):
     _, path = tiny_qwen3
     m = load(path, dtype=jnp.float32, with_tokenizer=False)
-    cfg = lora.LoraConfig(rank=4, alpha=8.0, targets=("q", "v", "down"))
+    cfg = LoRAConfig(rank=4, alpha=8.0, targets=("q", "v", "down"))
     n_agents = 3
     fresh = lora.init_lora(jax.random.PRNGKey(0), m.family.lora_shapes(m.config), cfg, n_agents)
     tokens, mask = _batch(2)
@@ -154,7 +155,7 @@ def test_zero_b_lora_equals_base_and_bank_equals_separate_calls(tiny_qwen3):
 def test_lora_gradient_flows_and_remat_agrees(tiny_qwen3):
     _, path = tiny_qwen3
     m = load(path, dtype=jnp.float32, with_tokenizer=False)
-    cfg = lora.LoraConfig(rank=2, alpha=2.0)
+    cfg = LoRAConfig(rank=2, alpha=2.0, targets=LORA_TARGETS)
     adapter = lora.agent(lora.init_lora(jax.random.PRNGKey(3), m.family.lora_shapes(m.config), cfg), 0)
     tokens, mask = _batch(3)
     letters = jnp.asarray([5, 7, 11], jnp.int32)
@@ -235,7 +236,7 @@ def test_clear_errors(tiny_qwen3, tmp_path):
 
 
 def test_lora_save_restore_roundtrip(tmp_path):
-    cfg = lora.LoraConfig(rank=3, alpha=6.0, targets=("q", "up"))
+    cfg = LoRAConfig(rank=3, alpha=6.0, targets=("q", "up"))
     shapes = [{"q": (8, 8), "up": (8, 12), "down": (12, 8)}] * 2
     bank = lora.init_lora(jax.random.PRNGKey(0), shapes, cfg, n_agents=2)
     bank = jax.tree.map(lambda x: x + 1.0, bank)
@@ -249,7 +250,7 @@ def test_lora_save_restore_roundtrip(tmp_path):
     assert bank["layers"][1]["up"]["b"].shape == (2, 3, 12)
     assert "down" not in bank["layers"][0]
     with pytest.raises(ValueError, match="unknown LoRA targets"):
-        lora.LoraConfig(targets=("qkv",))
+        LoRAConfig(targets=("qkv",))
 
 
 def test_per_agent_menu_scoring_with_shared_prefix_equals_separate_calls(tiny_qwen3):
@@ -257,7 +258,7 @@ def test_per_agent_menu_scoring_with_shared_prefix_equals_separate_calls(tiny_qw
     m = load(path, dtype=jnp.float32, with_tokenizer=False)
     fam, cfg = m.family, m.config
     n_agents, n_prompts = 2, 3
-    lcfg = lora.LoraConfig(rank=2, alpha=4.0, targets=("q", "k", "v", "up"))
+    lcfg = LoRAConfig(rank=2, alpha=4.0, targets=("q", "k", "v", "up"))
     bank = lora.init_lora(jax.random.PRNGKey(5), fam.lora_shapes(cfg), lcfg, n_agents)
     bank = jax.tree.map(lambda x: x + 0.05, bank)
     rng = np.random.RandomState(6)

@@ -21,6 +21,7 @@ torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
 from omjax import models  # noqa: E402
+from omjax.config import LORA_TARGETS, LoRAConfig  # noqa: E402
 from omjax.models import gemma4  # noqa: E402
 from omjax.models import lora as lora_lib  # noqa: E402
 
@@ -123,7 +124,7 @@ def test_variant_features_match_torch(tmp_path):
 def test_lora_matches_torch_with_merged_weights(tiny):
     ref, model = tiny
     cfg = model.config
-    lcfg = lora_lib.LoraConfig(rank=4, alpha=8.0)
+    lcfg = LoRAConfig(rank=4, alpha=8.0, targets=LORA_TARGETS)
     adapter = lora_lib.agent(lora_lib.init_lora(jax.random.PRNGKey(1), gemma4.lora_shapes(cfg), lcfg), 0)
     keys = iter(jax.random.split(jax.random.PRNGKey(2), 1000))
     # B of scale 0.1 moves the logits by far more than the tolerance (checked below) while the
@@ -208,7 +209,7 @@ def test_lora_gradients_with_remat_equal_plain(tiny):
     """Gradients reach the adapters of KV-producing layers through the layers sharing their keys."""
     _, model = tiny
     cfg = model.config
-    lcfg = lora_lib.LoraConfig(rank=2, alpha=4.0)
+    lcfg = LoRAConfig(rank=2, alpha=4.0, targets=LORA_TARGETS)
     adapter = lora_lib.agent(lora_lib.init_lora(jax.random.PRNGKey(5), gemma4.lora_shapes(cfg), lcfg), 0)
     tokens, mask = _batch(cfg, seed=5)
 

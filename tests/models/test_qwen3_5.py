@@ -18,6 +18,7 @@ torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
 from omjax import models  # noqa: E402
+from omjax.config import LORA_TARGETS, LoRAConfig  # noqa: E402
 from omjax.models import lora as lora_lib  # noqa: E402
 from omjax.models import qwen3_5  # noqa: E402
 
@@ -96,13 +97,13 @@ def test_logits_match_torch_with_left_and_right_padding(tiny):
 def test_lora_matches_torch_with_merged_weights(tiny):
     ref, model = tiny
     cfg = model.config
-    lcfg = lora_lib.LoraConfig(rank=4, alpha=8.0)
+    lcfg = LoRAConfig(rank=4, alpha=8.0, targets=LORA_TARGETS)
     adapter = lora_lib.agent(lora_lib.init_lora(jax.random.PRNGKey(1), qwen3_5.lora_shapes(cfg), lcfg), 0)
     keys = iter(jax.random.split(jax.random.PRNGKey(2), 1000))
     for layer in adapter["layers"]:
         for ab in layer.values():
             ab["b"] = 0.3 * jax.random.normal(next(keys), ab["b"].shape)
-    assert all(set(layer) == set(lora_lib.ALL_TARGETS) for layer in adapter["layers"])
+    assert all(set(layer) == set(LORA_TARGETS) for layer in adapter["layers"])
 
     merged = copy.deepcopy(ref)
     kd = cfg.key_dim
@@ -207,7 +208,7 @@ def test_lora_gradients_with_remat_equal_plain(tiny):
     """Gradients flow through the chunked delta rule (triangular solve) and match under remat."""
     _, model = tiny
     cfg = model.config
-    lcfg = lora_lib.LoraConfig(rank=2, alpha=4.0)
+    lcfg = LoRAConfig(rank=2, alpha=4.0, targets=LORA_TARGETS)
     adapter = lora_lib.agent(lora_lib.init_lora(jax.random.PRNGKey(5), qwen3_5.lora_shapes(cfg), lcfg), 0)
     tokens, mask = _batch(cfg, seed=5)
 

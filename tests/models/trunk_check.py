@@ -6,12 +6,13 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from omjax.config import LORA_TARGETS, LoRAConfig
 from omjax.models import lora as lora_lib
 
 
-def top_adapter(model, n_frozen: int, seed: int = 0) -> tuple[dict, lora_lib.LoraConfig]:
+def top_adapter(model, n_frozen: int, seed: int = 0) -> tuple[dict, LoRAConfig]:
     """One adapter on every target of the layers >= n_frozen, with random (nonzero) B."""
-    lcfg = lora_lib.LoraConfig(rank=2, alpha=4.0)
+    lcfg = LoRAConfig(rank=2, alpha=4.0, targets=LORA_TARGETS)
     shapes = [s if i >= n_frozen else {} for i, s in enumerate(model.family.lora_shapes(model.config))]
     bank = lora_lib.init_lora(jax.random.PRNGKey(seed), shapes, lcfg)
     leaves, tree = jax.tree.flatten(bank)

@@ -12,11 +12,11 @@ import pytest
 
 from omjax.envs.meltingpot import CleanUp
 from omjax.options import cleanup
-from omjax.options import meltingpot_common as mp
-from omjax.options.cli import main as options_cli
+from omjax.options import meltingpot as mp
+from omjax.games.cli import main as options_cli
 from omjax.options.menu import Instance
 from omjax.options.records import load_npz
-from omjax.options.registry import guard_path
+from omjax.games.registry import guard_path
 from omjax.options.schema import EXPLICIT_BASE, SUCCESS, Reason
 from omjax.options.synthesis import certificate_violations, read_guards, synthesize
 
@@ -55,7 +55,7 @@ def opt(lib, name):
 
 
 def test_clean_dirt_walks_turns_fires_and_removes_the_dirt(env):
-    lib = cleanup.library("lib_a")
+    lib = cleanup.LIBRARY.library("lib_a")
     state = env.reset(0)
     ctx = mp.make_ctx(env, cleanup.regions(env))
     agent = 0
@@ -72,7 +72,7 @@ def test_clean_dirt_walks_turns_fires_and_removes_the_dirt(env):
 
 
 def test_goto_options_reach_their_regions(env):
-    lib = cleanup.library("lib_a")
+    lib = cleanup.LIBRARY.library("lib_a")
     state = env.reset(1)
     ctx = mp.make_ctx(env, cleanup.regions(env))
     for agent, name, region in ((2, "go_to_river", "river"), (3, "go_to_orchard", "orchard")):
@@ -87,7 +87,7 @@ def test_goto_options_reach_their_regions(env):
 def test_eat_executor_reaches_a_hand_picked_apple_cell(env):
     # clean_up grows no apple until the river is mostly clean, so the apple is placed in the
     # symbolic state: the executor must still walk the real engine's avatar onto that cell.
-    lib = cleanup.library("lib_a")
+    lib = cleanup.LIBRARY.library("lib_a")
     state = env.reset(2)
     ctx = mp.make_ctx(env, cleanup.regions(env))
     agent = 6
@@ -106,7 +106,7 @@ def test_eat_executor_reaches_a_hand_picked_apple_cell(env):
 
 
 def test_lib_b_approach_then_fire(env):
-    lib = cleanup.library("lib_b")
+    lib = cleanup.LIBRARY.library("lib_b")
     state = env.reset(0)
     ctx = mp.make_ctx(env, cleanup.regions(env))
     agent = 1
@@ -123,7 +123,7 @@ def test_lib_b_approach_then_fire(env):
 
 
 def test_explicit_target_absent(env):
-    lib = cleanup.library("lib_a")
+    lib = cleanup.LIBRARY.library("lib_a")
     state = env.reset(0)
     ctx = mp.make_ctx(env, cleanup.regions(env))
     sand = tuple(int(v) for v in np.argwhere(~ctx.layout.river & ctx.layout.walkable)[0][::-1])
@@ -133,29 +133,29 @@ def test_explicit_target_absent(env):
 
 @pytest.mark.parametrize("variant", [pytest.param("lib_a", marks=pytest.mark.slow), "lib_b"])
 def test_certificate_on_a_fresh_burnin(variant):
-    table = cleanup.burnin(variant, 1, 1, seed=3, progress=False, episode_length=40)
+    table = cleanup.LIBRARY.burnin(variant, 1, 1, seed=3, progress=False, episode_length=40)
     assert len(table) > 30
-    own = set(cleanup.library(variant).schema.option_names)
-    assert {cleanup.SCHEMA.option_names[o] for o in table.opt} <= own
-    guards = synthesize(table, cleanup.SCHEMA)
+    own = set(cleanup.LIBRARY.library(variant).schema.option_names)
+    assert {cleanup.LIBRARY.SCHEMA.option_names[o] for o in table.opt} <= own
+    guards = synthesize(table, cleanup.LIBRARY.SCHEMA)
     assert any(g.channel == "inferred" for g in guards)
-    assert certificate_violations(guards, table, cleanup.SCHEMA) == 0
+    assert certificate_violations(guards, table, cleanup.LIBRARY.SCHEMA) == 0
     succ = table.outcome == SUCCESS
     for g in guards:  # the certificate, restated: no logged success matches an adopted conjunction
         if g.channel == "inferred":
-            match = table.opt == cleanup.SCHEMA.option_index(g.opt)
+            match = table.opt == cleanup.LIBRARY.SCHEMA.option_index(g.opt)
             for name, value in g.when.items():
-                match &= table.features[:, cleanup.SCHEMA.read_index(name)] == cleanup.SCHEMA.read_feature(name).code(value)
+                match &= table.features[:, cleanup.LIBRARY.SCHEMA.read_index(name)] == cleanup.LIBRARY.SCHEMA.read_feature(name).code(value)
             assert not np.any(match & succ) and match.sum() >= 5
 
 
-@pytest.mark.parametrize("variant", cleanup.VARIANTS)
+@pytest.mark.parametrize("variant", cleanup.LIBRARY.VARIANTS)
 def test_shipped_guards_are_reproduced_from_the_shipped_burnin(variant):
     table = load_npz(os.path.join(DATA, f"burnin_cleanup_{variant}.npz"))
-    guards = synthesize(table, cleanup.SCHEMA)
-    shipped = read_guards(guard_path("cleanup", variant), cleanup.SCHEMA)
+    guards = synthesize(table, cleanup.LIBRARY.SCHEMA)
+    shipped = read_guards(guard_path("cleanup", variant), cleanup.LIBRARY.SCHEMA)
     assert [g.to_dict() for g in guards] == [g.to_dict() for g in shipped]
-    assert certificate_violations(shipped, table, cleanup.SCHEMA) == 0
+    assert certificate_violations(shipped, table, cleanup.LIBRARY.SCHEMA) == 0
     assert len(shipped) >= 2
 
 

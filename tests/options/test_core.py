@@ -270,16 +270,3 @@ def test_diagnostics_flags_defects():
     assert d.never_run == ["wait"]
     assert d.empty_delta == ["pick"]
     assert not d.clean
-
-
-def test_registry_loads_games_lazily_and_rejects_unknown():
-    from omjax.options.registry import GameLibrary, guard_path, load_game, resolve_variant
-
-    with pytest.raises(ValueError, match="unknown game 'chess'"):
-        load_game("chess")
-    lib = load_game("overcooked")
-    assert isinstance(lib, GameLibrary)
-    assert resolve_variant(lib, "overcooked", None) == "asymmetric_advantages"
-    with pytest.raises(ValueError, match="no layout/variant 'moon'"):
-        resolve_variant(lib, "overcooked", "moon")
-    assert guard_path("overcooked", "forced_coordination").endswith("guards/overcooked_forced_coordination.jsonl")

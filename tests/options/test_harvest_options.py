@@ -12,11 +12,11 @@ import pytest
 
 from omjax.envs.meltingpot import CommonsHarvest
 from omjax.options import harvest
-from omjax.options import meltingpot_common as mp
-from omjax.options.cli import main as options_cli
+from omjax.options import meltingpot as mp
+from omjax.games.cli import main as options_cli
 from omjax.options.menu import Instance
 from omjax.options.records import load_npz
-from omjax.options.registry import guard_path
+from omjax.games.registry import guard_path
 from omjax.options.schema import SUCCESS, Reason
 from omjax.options.synthesis import certificate_violations, read_guards, synthesize
 
@@ -47,7 +47,7 @@ def opt(lib, name):
 
 
 def test_eat_and_patch_options_reach_their_targets(env):
-    lib_a, lib_b = harvest.library("lib_a"), harvest.library("lib_b")
+    lib_a, lib_b = harvest.LIBRARY.library("lib_a"), harvest.LIBRARY.library("lib_b")
     state = env.reset(0)
     ctx = mp.make_ctx(env, harvest.regions(env))
     agent = 0  # spawned inside the orchard area (insideSpawnPoints), apples in view
@@ -72,7 +72,7 @@ def test_eat_and_patch_options_reach_their_targets(env):
 
 
 def test_a_dead_patch_has_no_path_to_an_apple(env):
-    lib = harvest.library("lib_b")
+    lib = harvest.LIBRARY.library("lib_b")
     state = env.reset(1)
     ctx = mp.make_ctx(env, harvest.regions(env))
     # Hand-picked state: patch 0 eaten bare.
@@ -85,28 +85,28 @@ def test_a_dead_patch_has_no_path_to_an_apple(env):
 
 
 @pytest.mark.slow  # the shipped burn-in logs below carry the certificate test by default
-@pytest.mark.parametrize("variant", harvest.VARIANTS)
+@pytest.mark.parametrize("variant", harvest.LIBRARY.VARIANTS)
 def test_certificate_on_a_fresh_burnin(variant):
-    table = harvest.burnin(variant, 1, 1, seed=5, progress=False, episode_length=50)
+    table = harvest.LIBRARY.burnin(variant, 1, 1, seed=5, progress=False, episode_length=50)
     assert len(table) > 20
-    guards = synthesize(table, harvest.SCHEMA)
-    assert certificate_violations(guards, table, harvest.SCHEMA) == 0
+    guards = synthesize(table, harvest.LIBRARY.SCHEMA)
+    assert certificate_violations(guards, table, harvest.LIBRARY.SCHEMA) == 0
     succ = table.outcome == SUCCESS
     for g in guards:
         if g.channel == "inferred":
-            match = table.opt == harvest.SCHEMA.option_index(g.opt)
+            match = table.opt == harvest.LIBRARY.SCHEMA.option_index(g.opt)
             for name, value in g.when.items():
-                match &= table.features[:, harvest.SCHEMA.read_index(name)] == harvest.SCHEMA.read_feature(name).code(value)
+                match &= table.features[:, harvest.LIBRARY.SCHEMA.read_index(name)] == harvest.LIBRARY.SCHEMA.read_feature(name).code(value)
             assert not np.any(match & succ) and match.sum() >= 5
 
 
-@pytest.mark.parametrize("variant", harvest.VARIANTS)
+@pytest.mark.parametrize("variant", harvest.LIBRARY.VARIANTS)
 def test_shipped_guards_are_reproduced_from_the_shipped_burnin(variant):
     table = load_npz(os.path.join(DATA, f"burnin_harvest_{variant}.npz"))
-    guards = synthesize(table, harvest.SCHEMA)
-    shipped = read_guards(guard_path("harvest", variant), harvest.SCHEMA)
+    guards = synthesize(table, harvest.LIBRARY.SCHEMA)
+    shipped = read_guards(guard_path("harvest", variant), harvest.LIBRARY.SCHEMA)
     assert [g.to_dict() for g in guards] == [g.to_dict() for g in shipped]
-    assert certificate_violations(shipped, table, harvest.SCHEMA) == 0
+    assert certificate_violations(shipped, table, harvest.LIBRARY.SCHEMA) == 0
     assert len(shipped) >= 2
 
 

@@ -13,7 +13,7 @@ from omjax.options import menu as menu_mod
 from omjax.options import overcooked as oc
 from omjax.options.diagnostics import diagnose
 from omjax.options.overcooked_plan import UNREACHABLE
-from omjax.options.registry import guard_path
+from omjax.games.registry import guard_path
 from omjax.options.schema import EXPLICIT_BASE, SUCCESS, Reason
 from omjax.options.synthesis import certificate_violations, read_guards, synthesize
 
@@ -288,7 +288,7 @@ def test_option_step_rollout_delivers_a_soup(lib):
 
 
 def test_cli_menu_and_guards(tmp_path, monkeypatch, capsys, request, aa_table):
-    from omjax.options import cli
+    from omjax.games import cli
 
     monkeypatch.setenv("OMJAX_CACHE", str(tmp_path / "cache"))
     # The CLI turns on JAX's persistent compilation cache; put the process-wide setting back after.

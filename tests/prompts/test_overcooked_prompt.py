@@ -4,11 +4,10 @@ import jax
 import numpy as np
 
 from omjax.envs.overcooked import initial_state
-from omjax.options.menu import episode_rng
-from omjax.options.overcooked import library
-from omjax.options.registry import guard_path
+from omjax.games.registry import guard_path
+from omjax.options.menu import episode_rng, render_menu
+from omjax.options.overcooked import SCHEMA, library
 from omjax.options.synthesis import read_guards
-from omjax.options.overcooked import SCHEMA
 from omjax.prompts import Memory, format_reply, render_chat
 from omjax.prompts import overcooked as po
 
@@ -30,7 +29,7 @@ def test_user_message_lists_position_partner_pots_counters_memory_and_menu():
     memory = Memory(macros=5, window=100)
     memory.decided("pick_onion")
     memory.stepped(20.0)
-    text = po.user_message(lib, state, 1, menu, memory, horizon=150)
+    text = po.user_message(lib, state, 1, render_menu(menu), memory, horizon=150)
     x, y = state.pos[1]
     assert text.startswith(f"You are player 1. World position: ({x}, {y}).")
     assert "Holding: onion." in text

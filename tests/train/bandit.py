@@ -15,6 +15,7 @@ import itertools
 
 import numpy as np
 
+from omjax.games.base import Game
 from omjax.options.menu import MenuItem, letter, render_menu
 
 OPTIONS = ("wait", "pick", "pay", "drop")
@@ -37,8 +38,8 @@ def menu_of(order) -> list[MenuItem]:
     return [MenuItem(letter(k), j, OPTIONS[j], None, LABELS[OPTIONS[j]]) for k, j in enumerate(order)]
 
 
-class MenuBandit:
-    delivery_reward = 1.0
+class MenuBandit(Game):
+    game, interface, delivery_reward, state_labels = "bandit", "options", 1.0, ("state", "cooking")
 
     def __init__(self, n_agents: int, horizon: int, flat: bool = False, fail_at_call: int | None = None,
                  shuffle: bool = False, paying: tuple[str, ...] | None = None):
@@ -53,6 +54,11 @@ class MenuBandit:
 
     def reset(self, seeds):
         self.k = len(seeds)
+        self.paid = np.zeros((self.k, self.n_agents))
+
+    @property
+    def n_episodes(self):
+        return self.k
 
     def needs_decision(self):
         return np.ones((self.k, self.n_agents), bool)
@@ -87,4 +93,15 @@ class MenuBandit:
             raise KeyboardInterrupt("simulated kill")
         if self.flat:
             return np.ones(self.k)
-        return (np.asarray(choices) == self.paying[None, :]).sum(axis=1).astype(np.float64)
+        paid = (np.asarray(choices) == self.paying[None, :]).astype(np.float64)  # [K, A]
+        self.paid += paid
+        return paid.sum(axis=1)
+
+    def positions(self):
+        return np.zeros((self.k, self.n_agents, 2), np.int32)
+
+    def walls(self):
+        return np.zeros((1, 1), bool)
+
+    def agent_returns(self):
+        return self.paid.copy()

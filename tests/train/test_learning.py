@@ -10,7 +10,7 @@ from omjax.config import load_config
 from omjax.prompts import Memory, format_reply, render_chat
 from omjax.train.checkpoint import Checkpointer
 from omjax.train.policy import pad_left
-from omjax.train.trainer import Trainer
+from omjax.train.trainer import RunInterrupted, Trainer
 
 from bandit import HELD_OUT_ORDERS, OPTIONS, PAY, MenuBandit, menu_of
 
@@ -57,7 +57,7 @@ def test_rewarded_option_probability_rises_for_every_agent(tiny_model, tmp_path)
     trainer = Trainer(config(tmp_path, "train.rounds=10"), model=tiny_model, game=MenuBandit(N_AGENTS, 2))
     before = pay_probability(trainer, trainer.init_state().bank)
     rows = trainer.run()
-    state, _ = Checkpointer(tmp_path).restore(trainer.init_state())
+    state = Checkpointer(tmp_path).restore(trainer.init_state()).state
     after = pay_probability(trainer, state.bank)
     assert np.all(after > before + 0.1), (before, after)
     assert rows[-1]["team_return_mean"] > rows[0]["team_return_mean"]
@@ -87,7 +87,8 @@ def test_kill_and_resume_reproduces_uninterrupted_metrics(tiny_model, tmp_path):
     # The killed run dies inside round 2 (its 5th env step), after round 1's checkpoint.
     killed = Trainer(config(tmp_path / "killed", "train.rounds=3"), model=tiny_model,
                      game=MenuBandit(N_AGENTS, 2, fail_at_call=5))
-    with pytest.raises(KeyboardInterrupt):
+    with pytest.raises(RunInterrupted, match=r"interrupted in round 2 \(rounds 0-1 are saved in .*\); "
+                                             r"continue with: omjax train --resume "):
         killed.run()
     resumed = Trainer(config(tmp_path / "killed", "train.rounds=3"), model=tiny_model, game=MenuBandit(N_AGENTS, 2))
     rows = resumed.run(resume=True)

@@ -7,6 +7,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from omjax.config import LoRAConfig
 from omjax.train import update as upd
 
 F, M = 5, 4
@@ -124,7 +125,7 @@ def test_frozen_trunk_update_equals_full_forward_update(tiny_model):
     from omjax.train.policy import LetterPolicy
 
     m, n_agents, b, t, width = tiny_model, 2, 8, 12, 4
-    lcfg = lora_lib.LoraConfig(rank=2, alpha=4.0, targets=("q", "v"))
+    lcfg = LoRAConfig(rank=2, alpha=4.0, targets=("q", "v"))
     shapes = [s if i == 1 else {} for i, s in enumerate(m.family.lora_shapes(m.config))]
     bank = lora_lib.init_lora(jax.random.key(9), shapes, lcfg, n_agents=n_agents)
     bank = jax.tree.map(lambda x: x + 0.05 * jax.random.normal(jax.random.key(10), x.shape), bank)

@@ -17,7 +17,6 @@ from __future__ import annotations
 import ctypes
 import dataclasses
 import importlib
-import importlib.util
 import os
 import platform
 import struct
@@ -26,6 +25,8 @@ import types
 import warnings
 
 import numpy as np
+
+from omjax.envs.packages import bare_package
 
 # Action components of a Melting Pot avatar, in the order used for the packed action table.
 COMPONENTS = ("move", "turn", "fireZap", "fireClean")
@@ -42,17 +43,7 @@ LAYER_LEFT = 5
 
 
 def _meltingpot_package() -> types.ModuleType:
-    if "meltingpot" in sys.modules:
-        return sys.modules["meltingpot"]
-    spec = importlib.util.find_spec("meltingpot")
-    if spec is None or not spec.submodule_search_locations:
-        raise ImportError("dm-meltingpot is not installed; see FACTS.md / install.sh for the offline install")
-    pkg = types.ModuleType("meltingpot")
-    pkg.__path__ = list(spec.submodule_search_locations)
-    pkg.__spec__ = spec
-    pkg.__file__ = spec.origin
-    sys.modules["meltingpot"] = pkg
-    return pkg
+    return bare_package("meltingpot", "see FACTS.md / install.sh for the offline dm-meltingpot install")
 
 
 def config_module(name: str) -> types.ModuleType:
@@ -190,7 +181,7 @@ def commons_harvest() -> Substrate:
 # `lj_prng_seed_secure` with a stub that writes a fixed PRNG state and returns success. With it,
 # most episodes are pure functions of (env seed, actions); object-keyed tables still iterate in
 # address order, so bit-identical runs also need a single-threaded process without address
-# randomisation (`omjax.options.meltingpot_common.isolated_burnin`). Seen here: unpinned, episodes
+# randomisation (`omjax.envs.meltingpot.isolated`). Seen here: unpinned, episodes
 # differed even without address randomisation; pinned, they differed now and then across
 # processes; pinned in such a process, every run was identical. Only x86-64 Linux is
 # patched; the symbol is looked up in the extension's ELF symbol table, so another dmlab2d build

@@ -1,4 +1,4 @@
-"""Per-agent text observations (paper §4, §5.1) and the primitive-action interface.
+"""Per-agent text observations (paper §4, §5.1).
 
 "Visible" means inside the avatar's own partial-observation window, as the engine renders it
 for that avatar's `RGB`: both substrates configure the avatar view as 5 cells left and right, 9
@@ -14,7 +14,6 @@ import numpy as np
 from omjax.envs.meltingpot.adapter import ORIENTATIONS, SymbolicState
 from omjax.envs.meltingpot.engine import Substrate
 from omjax.envs.meltingpot.layout import Layout
-from omjax.interfaces.native import NativeActionSet, native_action_set
 
 VIEW_LEFT = 5
 VIEW_RIGHT = 5
@@ -107,15 +106,3 @@ def observation_text(substrate: Substrate, layout: Layout, state: SymbolicState,
     lines.append(f"Step {state.step}/{episode_length}.")
     return "\n".join(lines)
 
-
-def primitive_actions(substrate: Substrate) -> NativeActionSet:
-    """The native-action interface: the substrate's primitive actions as letters A, B, ...
-
-    clean_up has 9 (A-I, I = fire clean), commons_harvest__open 8 (A-H, no cleaning beam);
-    letter k is env action index k, which `MeltingPotEnv.step` takes directly."""
-    game = "clean_up" if substrate.dirt_layer is not None else "commons_harvest"
-    actions = native_action_set(game)
-    if len(actions.names) != len(substrate.action_names):
-        raise RuntimeError(f"{game}: native letters name {len(actions.names)} actions, the engine has "
-                           f"{len(substrate.action_names)} ({substrate.action_names})")
-    return actions

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import multiprocessing as mp
+import signal
 import traceback
 
 import numpy as np
@@ -32,9 +33,24 @@ class WorkerCrash:
     seed: int
     step: int  # env steps the episode had completed
     message: str
+    """The worker's traceback, or how the process died."""
+
+    @property
+    def summary(self) -> str:
+        """The last line of `message` (the exception itself)."""
+        lines = [line for line in self.message.strip().splitlines() if line.strip()]
+        return lines[-1].strip() if lines else "no message"
+
+
+class RolloutWorkerError(RuntimeError):
+    """An episode's engine worker crashed; the message says where (game, rollout, step) in one
+    line, and callers that know the user's seed (run seed and round, held-out seed) prefix it."""
 
 
 def _worker(conn, game: str, episode_length: int | None) -> None:
+    # Ctrl-C reaches the whole process group; the parent decides what stops, and a worker
+    # printing its own KeyboardInterrupt traceback would bury the parent's one-line report.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     env = make(game, episode_length)
     while True:
         cmd, arg = conn.recv()

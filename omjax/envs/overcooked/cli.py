@@ -11,6 +11,14 @@ import json
 import sys
 import time
 
+import jax
+import jax.numpy as jnp
+import numpy as np
+import tqdm
+
+from omjax.envs.overcooked.env import Overcooked, random_actions
+from omjax.envs.overcooked.layout import list_layouts
+
 
 def _positive(name: str):
     def parse(text: str) -> int:
@@ -40,13 +48,6 @@ def build_parser() -> argparse.ArgumentParser:
 def run_episodes(layout: str, episodes: int, seed: int, horizon: int, num_envs: int,
                  random_start: bool = False, progress: bool = True) -> list[dict]:
     """Random-policy episodes; one dict per episode (team return, deliveries, soups plated, ...)."""
-    import jax
-    import jax.numpy as jnp
-    import numpy as np
-    import tqdm
-
-    from omjax.envs.overcooked.env import Overcooked, random_actions
-
     env = Overcooked(layout, horizon=horizon, random_start=random_start)
 
     @jax.jit
@@ -82,8 +83,6 @@ def run_episodes(layout: str, episodes: int, seed: int, horizon: int, num_envs: 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv if argv is None else argv)
     args = build_parser().parse_args(argv[1:])
-    from omjax.envs.overcooked.layout import list_layouts
-
     if args.layout not in list_layouts():
         print(f"omjax rollout: unknown layout {args.layout!r}; known: {', '.join(list_layouts())}",
               file=sys.stderr)

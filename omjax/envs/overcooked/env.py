@@ -16,7 +16,6 @@ layouts only the 3-onion soup scores, 20). The team reward is the sum over agent
 
 from __future__ import annotations
 
-import sys
 from functools import partial
 
 import jax
@@ -24,15 +23,16 @@ import jax.numpy as jnp
 import numpy as np
 from flax import struct
 
-# Importing jaxmarl runs its mabrax module, which resets sys.stdout/sys.stderr to the process's
-# original streams; that silences pytest capture and notebook cells, so put ours back.
-_streams = sys.stdout, sys.stderr
-try:
-    from jaxmarl.environments import spaces
-    from jaxmarl.environments.multi_agent_env import MultiAgentEnv
-finally:
-    sys.stdout, sys.stderr = _streams
-del _streams
+from omjax.envs.packages import bare_package
+
+# Only jaxmarl's base class and spaces are needed. Its package `__init__`s import every bundled
+# environment (about 10 s, brax included), print "Submoduled environments not found" on every
+# command, and point sys.stdout/stderr back at the process streams (silencing pytest capture and
+# notebook cells); bare parent packages skip all of that.
+bare_package("jaxmarl", "pip install jaxmarl==0.2.0")
+bare_package("jaxmarl.environments", "pip install jaxmarl==0.2.0")
+from jaxmarl.environments import spaces  # noqa: E402
+from jaxmarl.environments.multi_agent_env import MultiAgentEnv  # noqa: E402
 
 from omjax.envs.overcooked.items import (
     DIR_VEC,

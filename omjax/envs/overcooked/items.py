@@ -13,7 +13,9 @@ from enum import IntEnum
 
 import numpy as np
 
-from omjax.envs.overcooked.layout import MAX_INGREDIENTS
+# Recipe.MAX_NUM_INGREDIENTS in overcooked_ai_py 1.1.0. OvercookedGridworld passes its
+# `num_items_for_soup` under a key Recipe.configure does not read, so this stays 3 for every layout.
+MAX_INGREDIENTS = 3
 
 # overcooked_ai_py Direction.ALL_DIRECTIONS order, as (dx, dy).
 DIRECTIONS = [(0, -1), (0, 1), (1, 0), (-1, 0)]

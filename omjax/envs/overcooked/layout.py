@@ -21,9 +21,7 @@ from enum import IntEnum
 
 import numpy as np
 
-# Recipe.MAX_NUM_INGREDIENTS in overcooked_ai_py 1.1.0. OvercookedGridworld passes its
-# `num_items_for_soup` under a key Recipe.configure does not read, so this stays 3 for every layout.
-MAX_INGREDIENTS = 3
+from omjax.envs.overcooked.items import DIRECTIONS, MAX_INGREDIENTS, item_from_name, soup_item
 
 # Default Recipe value/time and OvercookedGridworld.order_bonus when a layout does not set them.
 _DEFAULT_RECIPE_VALUE = 20
@@ -204,8 +202,6 @@ def _tabulate_recipes(conf: dict) -> tuple[np.ndarray, np.ndarray]:
 @functools.lru_cache(maxsize=None)
 def load_layout(name: str) -> Layout:
     """Parse `overcooked_ai_py/data/layouts/<name>.layout` into a `Layout`."""
-    from omjax.envs.overcooked.items import DIRECTIONS, item_from_name, soup_item
-
     if not isinstance(name, str) or not name:
         raise ValueError(f"layout name must be a non-empty string, got {name!r}")
     raw = read_layout_dict(name)

@@ -18,15 +18,15 @@ import numpy as np
 
 from omjax.envs.meltingpot import make
 from omjax.envs.meltingpot.adapter import SymbolicState
-from omjax.options import meltingpot_common as mp
-from omjax.options.registry import load_game
+from omjax.options import meltingpot as mp
+from omjax.games.registry import library
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 MIN_STATES = 1000
 
 
 def record(game: str, min_states: int = MIN_STATES) -> dict[str, np.ndarray]:
-    module = load_game(game)
+    module = library(game)
     lib = module.library("lib_a")
     env = make(game)
     ctx = mp.make_ctx(env, module.regions(env))

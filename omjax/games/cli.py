@@ -16,13 +16,14 @@ from omjax.jax_cache import enable_compilation_cache
 from omjax.options.diagnostics import diagnose
 from omjax.options.menu import render_menu
 from omjax.options.records import load_npz, read_records_jsonl, save_npz, write_records_jsonl
-from omjax.options.registry import GAMES, guard_path, load_game, resolve_variant
+from omjax.games.registry import GAMES, canonical_game, guard_path, library, resolve_variant
 from omjax.options.synthesis import SynthesisConfig, certificate_violations, read_guards, synthesize, write_guards
 
 
 def _parser(command: str) -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog=f"omjax {command}")
-    p.add_argument("--game", required=True, choices=sorted(GAMES))
+    p.add_argument("--game", required=True,
+                   help=f"one of {', '.join(GAMES)} (aliases such as clean_up are accepted)")
     p.add_argument("--layout", "--variant", dest="variant", default=None,
                    help="Overcooked layout / Melting Pot variant (default: the game's first)")
     p.add_argument("--seed", type=int, default=0)
@@ -68,9 +69,10 @@ def main(argv: list[str] | None = None) -> int:
     command = argv[0]
     args = _parser(command).parse_args(argv[1:])
     try:
-        lib = load_game(args.game)
+        args.game = canonical_game(args.game)
+        lib = library(args.game)
         variant = resolve_variant(lib, args.game, args.variant)
-    except (ValueError, TypeError, ImportError) as err:
+    except ValueError as err:
         print(f"omjax {command}: {err}", file=sys.stderr)
         return 2
     schema = lib.SCHEMA

@@ -1,11 +1,11 @@
-"""Melting Pot Cleanup and Commons Harvest as `Game`s of the rollout engine (`omjax.train.games`).
+"""Melting Pot Cleanup and Commons Harvest as `Game`s of the rollout engine (`omjax.games.base`).
 
 K episodes run concurrently, one real engine per worker process (`omjax.envs.meltingpot.workers.
 EnvPool`); the game keeps every episode's `SymbolicState` on the host and drives the option loop
 of `omjax.envs.meltingpot` one env step at a time:
 
 * `options` (the method): an agent decides only when its option has terminated. Its menu is
-  `meltingpot_common.menu` (instances per visible target, guard-filtered, letters from the
+  `omjax.options.meltingpot.menu` (instances per visible target, guard-filtered, letters from the
   engine's per-episode, per-agent RNG); the chosen instance starts with `mp.start`, every agent
   emits `mp.act`'s primitive, the K engines step together, and `mp.advance` ends options.
 * `native` (Ablations A and C): every agent decides at every step among the substrate's
@@ -19,33 +19,33 @@ The team reward of a step is the sum of all agents' rewards (+1 per apple eaten)
 `env.reward_shaping` > 0 adds that weight times `CLEAN_BONUS` per dirt cell cleaned (short CPU
 episodes end before apples regrow; `omjax eval` sets it to 0). Each game also
 keeps the behavioural probes of every episode (`probes(k)`: apples eaten and cleaning per agent,
-FIRE_CLEAN actions, visit counts, Harvest patches alive per step, call ratio) and answers what the
-evaluation recorder reads after each step: `positions()`, `agent_returns()` (apples per agent),
-`walls()` and, in Harvest only, `patches_alive()`. A worker that crashes fails the rollout with a
-`RolloutWorkerError` naming the episode seed.
+FIRE_CLEAN actions, visit counts, Harvest patches alive per step, call ratio); `extras()` reports
+`eaten` and `cleaned` per agent, and in Harvest `patches_alive`. A worker that crashes fails the
+rollout with a `RolloutWorkerError` naming the rollout and step.
 
 `env.layout` selects the option library: the substrate name (`clean_up`, `commons_harvest__open`)
 means the game's default library (`lib_a`); a library variant name (`lib_a`, `lib_b`) picks that
 one. `env.guards` works as for Overcooked (empty: the shipped guard file of the library, `none`:
-the unfiltered menu). Importing this module registers the six games with `register_game`.
+the unfiltered menu).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from omjax.config import EnvConfig
 from omjax.envs.meltingpot import make
 from omjax.envs.meltingpot.adapter import SymbolicState
 from omjax.envs.meltingpot.probes import Probes, probes_decisions, probes_init, probes_step
-from omjax.envs.meltingpot.text import primitive_actions
-from omjax.envs.meltingpot.workers import EnvPool, WorkerCrash
-from omjax.options import meltingpot_common as mp
+from omjax.envs.meltingpot.workers import EnvPool, RolloutWorkerError, WorkerCrash
+from omjax.games.base import Game, NativeActions
 from omjax.interfaces.compound_json import EmissionLedger, render_vocabulary
+from omjax.interfaces.native import primitive_actions
+from omjax.options import cleanup, harvest
+from omjax.options import meltingpot as mp
 from omjax.options.menu import MenuItem, label, letter, render_menu
+from omjax.options.synthesis import read_guards
 from omjax.prompts import meltingpot as prompts
 from omjax.prompts.memory import Memory
-from omjax.train.games import guards_file, register_game
 
 SUBSTRATES = {"cleanup": "clean_up", "harvest": "commons_harvest__open"}
 """Config game name -> the Melting Pot substrate it plays (also accepted as `env.layout`)."""
@@ -57,44 +57,38 @@ CLEAN_BONUS = 1.0
 """Cleanup progress bonus per dirt cell cleaned, scaled by `env.reward_shaping` (0 in the paper)."""
 
 
-class RolloutWorkerError(RuntimeError):
-    """An episode's engine worker crashed; the message names the game, rollout, seed and step."""
-
-
 def engine_seed(seed: int) -> int:
     """The Lab2d seed of an episode seed: the engine takes a signed 32-bit seed, the rollout
     engine's episode seeds are unsigned 32-bit."""
     return int(seed) & 0x7FFF_FFFF
 
 
-def _library_module(game: str):
-    from omjax.options import cleanup, harvest
-
-    return {"cleanup": cleanup, "harvest": harvest}[game]
+LIBRARIES = {"cleanup": cleanup.LIBRARY, "harvest": harvest.LIBRARY}
+"""Game -> its option libraries."""
 
 
 def resolve_library(game: str, layout: str) -> str:
     """The option-library variant `env.layout` names (see the module docstring)."""
-    variants = _library_module(game).VARIANTS
+    variants = LIBRARIES[game].VARIANTS
     if layout in variants:
         return layout
     if layout == SUBSTRATES[game]:
         return variants[0]
-    raise ValueError(f"env.layout={layout!r} for game {game!r}: expected the substrate name "
+    raise ValueError(f"game {game!r} has no layout {layout!r}: expected the substrate name "
                      f"{SUBSTRATES[game]!r} (default library {variants[0]}) or a library variant "
                      f"({', '.join(variants)})")
 
 
-class MeltingPotGame:
+class MeltingPotGame(Game):
     """K concurrent episodes of one substrate: states, probes, team rewards; interface-neutral."""
 
     interface = "options"
-    """The action interface (`policy.action_interface`); picks the system message."""
 
-    def __init__(self, game: str, horizon: int, reward_shaping: float = 0.0):
+    def __init__(self, game: str, horizon: int, reward_shaping: float = 0.0, advice: bool = False):
         if game not in SUBSTRATES:
             raise ValueError(f"unknown Melting Pot game {game!r}; known: {', '.join(SUBSTRATES)}")
         self.game = game
+        self.state_labels = prompts.STATES[game]
         self.horizon = int(horizon)
         self.reward_shaping = float(reward_shaping)
         # Layout and action names only; the episodes run in the workers.
@@ -111,7 +105,7 @@ class MeltingPotGame:
         self.states: list[SymbolicState] = []
         self._probes: list[Probes] = []
         self._apples = np.zeros((0, self.n_agents), np.int64)
-        self._system = prompts.system_message(game, self.n_agents, APPLE_REWARD, self.interface)
+        self._system = prompts.system_message(game, self.n_agents, APPLE_REWARD, self.interface, advice)
 
     # ------------------------------------------------------------------ episodes
     def reset(self, seeds: list[int]) -> None:
@@ -124,12 +118,15 @@ class MeltingPotGame:
         self._probes = [probes_init(s, self.layout.shape) for s in self.states]
         self._apples = np.zeros((len(seeds), self.n_agents), np.int64)
 
+    @property
+    def n_episodes(self) -> int:
+        return len(self.states)
+
     def _checked(self, results: list) -> list[SymbolicState]:
         for slot, r in enumerate(results):
             if isinstance(r, WorkerCrash):
-                raise RolloutWorkerError(
-                    f"{self.game}: the engine worker of rollout {slot} (episode seed {self.seeds[slot]}, engine "
-                    f"seed {engine_seed(self.seeds[slot])}) crashed after {r.step} env steps: {r.message}")
+                raise RolloutWorkerError(f"{self.game}: the engine worker of rollout {slot} crashed after "
+                                         f"{r.step} env steps: {r.summary}")
         return results
 
     def _step_envs(self, actions: np.ndarray, deciding: np.ndarray) -> np.ndarray:
@@ -161,12 +158,6 @@ class MeltingPotGame:
         except Exception:  # noqa: BLE001  (interpreter shutdown: the daemon workers end anyway)
             pass
 
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
-
     # ------------------------------------------------------------------ prompts
     def system_message(self) -> str:
         return self._system
@@ -174,9 +165,12 @@ class MeltingPotGame:
     def state_label(self, k: int, agent: int) -> str:
         return prompts.state_label(self.game, self.states[k], agent)
 
-    def _user_message(self, k: int, agent: int, menu_text: str, memory: Memory, **kw) -> str:
-        return prompts.user_message(self.substrate, self.layout, self.states[k], agent, menu_text, memory,
-                                    self.horizon, **kw)
+    def _menu_text(self, k: int, agent: int, menu: list[MenuItem]) -> str:
+        return render_menu(menu)
+
+    def user_message(self, k: int, agent: int, menu: list[MenuItem], memory: Memory) -> str:
+        return prompts.user_message(self.substrate, self.layout, self.states[k], agent,
+                                    self._menu_text(k, agent, menu), memory, self.horizon, self.interface)
 
     # ------------------------------------------------------------------ what the evaluation reads
     def probes(self, k: int) -> Probes:
@@ -195,28 +189,28 @@ class MeltingPotGame:
         """bool [H, W] cells no avatar can stand on."""
         return ~self.layout.walkable
 
-
-class _PatchesAlive:
-    """Commons Harvest only: what Fig. 2 plots (the recorder reads it when a game has it)."""
-
-    def patches_alive(self) -> np.ndarray:
-        """int [K] patches with at least one apple, per episode, now."""
-        return np.array([int((s.patch_apples > 0).sum()) for s in self.states], np.int32)
+    def extras(self) -> dict[str, np.ndarray]:
+        """`eaten`, `cleaned` int [K, A] so far; Harvest adds `patches_alive` int [K] now (what
+        Fig. 2 plots)."""
+        out = {"eaten": np.stack([p.apples for p in self._probes]),
+               "cleaned": np.stack([p.cleaned for p in self._probes])}
+        if self.game == "harvest":
+            out["patches_alive"] = np.array([int((s.patch_apples > 0).sum()) for s in self.states], np.int32)
+        return out
 
 
 class MeltingPotOptionsGame(MeltingPotGame):
     """The option-menu interface: call-and-return options, asynchronous decisions."""
 
-    def __init__(self, game: str, horizon: int, variant: str, guards_path: str, reward_shaping: float = 0.0):
-        super().__init__(game, horizon, reward_shaping)
-        from omjax.options.synthesis import read_guards
-
-        module = _library_module(game)
-        self.lib = module.library(variant)
-        self.ctx = mp.make_ctx(self.static, module.regions(self.static))
+    def __init__(self, game: str, horizon: int, variant: str, guards_path: str, reward_shaping: float = 0.0,
+                 advice: bool = False):
+        super().__init__(game, horizon, reward_shaping, advice)
+        libraries = LIBRARIES[game]
+        self.lib = libraries.library(variant)
+        self.ctx = mp.make_ctx(self.static, libraries.regions(self.static))
         names = set(self.lib.schema.option_names)
         # A guard file may hold the guards of every library of the game (its union schema).
-        self.guards = [g for g in read_guards(guards_path, module.SCHEMA) if g.opt in names] if guards_path else []
+        self.guards = [g for g in read_guards(guards_path, libraries.SCHEMA) if g.opt in names] if guards_path else []
         self._wait = {o for o, kind in enumerate(self.lib.options) if kind.kind == "wait"}
         self.running: list[list[mp.Execution | None]] = []
         self._insts: dict[tuple[int, int], list] = {}
@@ -240,9 +234,6 @@ class MeltingPotOptionsGame(MeltingPotGame):
             if insts[item.index].opt in self._wait:
                 return pos
         raise ValueError(f"the menu of agent {agent} has no wait entry to fall back on")
-
-    def user_message(self, k: int, agent: int, menu: list[MenuItem], memory: Memory) -> str:
-        return self._user_message(k, agent, render_menu(menu), memory)
 
     def step(self, choices: np.ndarray) -> np.ndarray:
         choices = np.asarray(choices)
@@ -281,8 +272,8 @@ class MeltingPotCompoundGame(EmissionLedger, MeltingPotOptionsGame):
 
     interface = "compound_json"
 
-    def __init__(self, game: str, horizon: int, variant: str, reward_shaping: float = 0.0):
-        super().__init__(game, horizon, variant, guards_path="", reward_shaping=reward_shaping)
+    def __init__(self, game: str, horizon: int, variant: str, reward_shaping: float = 0.0, advice: bool = False):
+        super().__init__(game, horizon, variant, guards_path="", reward_shaping=reward_shaping, advice=advice)
         self.reset_ledger(0, self.n_agents)
 
     def reset(self, seeds: list[int]) -> None:
@@ -297,10 +288,8 @@ class MeltingPotCompoundGame(EmissionLedger, MeltingPotOptionsGame):
         return [MenuItem(letter=letter(j), index=j, opt=schema.options[inst.opt].name, target=inst.target,
                          label=label(schema, inst)) for j, inst in enumerate(insts)]
 
-    def user_message(self, k: int, agent: int, menu: list[MenuItem], memory: Memory) -> str:
-        vocabulary = render_vocabulary(self.lib.schema, self._insts[(k, agent)])
-        return self._user_message(k, agent, vocabulary, memory,
-                                  header="Actions you can write:", rule="Reply with the JSON object only.")
+    def _menu_text(self, k: int, agent: int, menu: list[MenuItem]) -> str:
+        return render_vocabulary(self.lib.schema, self._insts[(k, agent)])
 
     def parse_choice(self, k: int, agent: int, menu: list[MenuItem], reply: str) -> int | None:
         """Menu position of the instance the reply names, or None (invalid: counted, falls back)."""
@@ -309,83 +298,16 @@ class MeltingPotCompoundGame(EmissionLedger, MeltingPotOptionsGame):
     def _ended(self, k: int, agent: int, outcome: int) -> None:
         self.executed(k, agent, outcome)
 
+    def extras(self) -> dict[str, np.ndarray]:
+        return {**super().extras(), "invalid_emissions": self.invalid_counts(), "noop_emissions": self.noop_counts()}
 
-class MeltingPotNativeGame(MeltingPotGame):
-    """Primitive letters, one LLM decision per agent per env step (Ablations A and C)."""
 
-    interface = "native"
+class MeltingPotNativeGame(NativeActions, MeltingPotGame):
+    """Primitive letters (A-I in Cleanup, A-H in Harvest), one LLM decision per agent per env step."""
 
-    def __init__(self, game: str, horizon: int, reward_shaping: float = 0.0):
-        super().__init__(game, horizon, reward_shaping)
-        self.actions = primitive_actions(self.substrate)
-        self._menu = [MenuItem(letter=letter, index=k, opt=name, target=None, label=name)
-                      for k, (letter, name) in enumerate(zip(self.actions.letters, self.actions.names))]
-        self._noop = self.actions.names.index("noop")
-
-    def needs_decision(self) -> np.ndarray:
-        return np.ones((len(self.states), self.n_agents), bool)
-
-    def menu(self, k: int, agent: int, rng: np.random.Generator) -> list[MenuItem]:
-        return list(self._menu)
-
-    def fallback(self, k: int, agent: int, menu: list[MenuItem]) -> int:
-        return next(pos for pos, item in enumerate(menu) if item.index == self._noop)
-
-    def user_message(self, k: int, agent: int, menu: list[MenuItem], memory: Memory) -> str:
-        return self._user_message(k, agent, render_menu(menu), memory)
+    def __init__(self, game: str, horizon: int, reward_shaping: float = 0.0, advice: bool = False):
+        super().__init__(game, horizon, reward_shaping, advice)
+        self.use_actions(primitive_actions(self.substrate), idle="noop")
 
     def step(self, choices: np.ndarray) -> np.ndarray:
         return self._step_envs(np.asarray(choices), self.needs_decision())
-
-
-class CleanUpOptionsGame(MeltingPotOptionsGame):
-    pass
-
-
-class HarvestOptionsGame(_PatchesAlive, MeltingPotOptionsGame):
-    pass
-
-
-class CleanUpNativeGame(MeltingPotNativeGame):
-    pass
-
-
-class CleanUpCompoundGame(MeltingPotCompoundGame):
-    pass
-
-
-class HarvestCompoundGame(_PatchesAlive, MeltingPotCompoundGame):
-    pass
-
-
-class HarvestNativeGame(_PatchesAlive, MeltingPotNativeGame):
-    pass
-
-
-_CLASSES = {("cleanup", "options"): CleanUpOptionsGame, ("harvest", "options"): HarvestOptionsGame,
-            ("cleanup", "native"): CleanUpNativeGame, ("harvest", "native"): HarvestNativeGame,
-            ("cleanup", "compound_json"): CleanUpCompoundGame, ("harvest", "compound_json"): HarvestCompoundGame}
-
-
-def build_game(env: EnvConfig, interface: str) -> MeltingPotGame:
-    """The Melting Pot game of `env` under `interface` (`options`, `native` or `compound_json`)."""
-    cls = _CLASSES[(env.game, interface)]
-    variant = resolve_library(env.game, env.layout)
-    if interface == "options":
-        game = cls(env.game, env.horizon, variant, guards_file(env, variant), env.reward_shaping)
-    elif interface == "compound_json":
-        game = cls(env.game, env.horizon, variant, env.reward_shaping)
-    else:
-        game = cls(env.game, env.horizon, env.reward_shaping)
-    if game.n_agents != env.n_agents:
-        raise ValueError(f"env.n_agents={env.n_agents} but {SUBSTRATES[env.game]} has {game.n_agents} agents")
-    return game
-
-
-def _factory(interface: str):
-    return lambda env, n_rollouts: build_game(env, interface)
-
-
-for _game in SUBSTRATES:
-    for _interface in ("options", "native", "compound_json"):
-        register_game(_game, _interface, _factory(_interface))

@@ -1,4 +1,4 @@
-"""Melting Pot Cleanup and Commons Harvest as games of the rollout engine (`omjax.train.meltingpot_game`)."""
+"""Melting Pot Cleanup and Commons Harvest as games of the rollout engine (`omjax.games.meltingpot`)."""
 
 import json
 import os
@@ -9,15 +9,16 @@ import pytest
 
 from omjax.config import EnvConfig, load_config
 from omjax.envs.meltingpot import CleanUp, CommonsHarvest
-from omjax.envs.meltingpot.text import primitive_actions
+from omjax.envs.meltingpot.workers import RolloutWorkerError
+from omjax.eval.cli import _Recorder
+from omjax.games.meltingpot import engine_seed
+from omjax.games.registry import guard_path, make_game
+from omjax.interfaces.native import primitive_actions
 from omjax.options import cleanup
-from omjax.options import meltingpot_common as mp
+from omjax.options import meltingpot as mp
 from omjax.options.menu import episode_rng
-from omjax.options.registry import guard_path
 from omjax.options.synthesis import read_guards
 from omjax.prompts.memory import Memory
-from omjax.train.games import make_game
-from omjax.train.meltingpot_game import RolloutWorkerError, engine_seed
 
 AGENTS = 7
 STATE_FIELDS = ("step", "pos", "ori", "alive", "apples", "dirt", "reward", "ate", "cleaned", "patch_apples", "done")
@@ -40,7 +41,7 @@ def test_cleanup_rollout_equals_the_adapter_loop():
     seeds = [7, 2**32 - 3]  # the second is outside the engine's signed 32-bit seed range
     picks, menus, states, rewards = {}, {}, [], []
     pick = np.random.default_rng(0)
-    with make_game(env_config("cleanup", horizon), "options", len(seeds)) as game:
+    with make_game(env_config("cleanup", horizon), "options") as game:
         game.reset(seeds)
         letters = [[episode_rng(s, a) for a in range(AGENTS)] for s in seeds]
         choices = np.zeros((len(seeds), AGENTS), np.int32)
@@ -57,8 +58,8 @@ def test_cleanup_rollout_equals_the_adapter_loop():
         returns = game.agent_returns()
     assert all(s.done for s in states[-1])
 
-    lib = cleanup.library("lib_a")
-    guards = [g for g in read_guards(guard_path("cleanup", "lib_a"), cleanup.SCHEMA) if g.opt in lib.schema.option_names]
+    lib = cleanup.LIBRARY.library("lib_a")
+    guards = [g for g in read_guards(guard_path("cleanup", "lib_a"), cleanup.LIBRARY.SCHEMA) if g.opt in lib.schema.option_names]
     env = CleanUp(horizon)
     ctx = mp.make_ctx(env, cleanup.regions(env))
     for k, seed in enumerate(seeds):
@@ -91,7 +92,7 @@ def test_cleanup_rollout_equals_the_adapter_loop():
 def test_harvest_menus_team_return_and_recorder_fields():
     horizon = 10
     seeds = [3, 4]
-    with make_game(env_config("harvest", horizon), "options", len(seeds)) as game:
+    with make_game(env_config("harvest", horizon), "options") as game:
         game.reset(seeds)
         ours = [[episode_rng(s, a) for a in range(AGENTS)] for s in seeds]
         reference = [[episode_rng(s, a) for a in range(AGENTS)] for s in seeds]
@@ -106,7 +107,7 @@ def test_harvest_menus_team_return_and_recorder_fields():
                 eat = [it for it in menu if it.opt == "eat_apple"]
                 choices[k, a] = (eat or menu)[0].index
             team += game.step(choices)
-            patches.append(game.patches_alive())
+            patches.append(game.extras()["patches_alive"])
         assert team.min() > 0
         assert np.array_equal(team, game.agent_returns().sum(axis=1))  # +1 per apple, every agent's apples
         assert [game.probes(k).apples.sum() for k in range(2)] == team.tolist()
@@ -116,17 +117,16 @@ def test_harvest_menus_team_return_and_recorder_fields():
 
 
 def test_eval_recorder_reads_harvest_trajectories():
-    from omjax.eval.cli import _Recorder
-
     horizon = 5
-    with make_game(env_config("harvest", horizon), "options", 1) as game:
+    with make_game(env_config("harvest", horizon), "options") as game:
         recorder = _Recorder(game)
-        recorder.reset([10000])
+        game.reset([10000])
         choices = np.zeros((1, AGENTS), np.int32)
         for _ in range(horizon):
-            for k, a in np.argwhere(recorder.needs_decision()):
-                choices[k, a] = recorder.menu(k, a, episode_rng(10000, a))[0].index
-            recorder.step(choices)
+            for k, a in np.argwhere(game.needs_decision()):
+                choices[k, a] = game.menu(k, a, episode_rng(10000, a))[0].index
+            game.step(choices)
+            recorder(game)
         traj = recorder.trajectory(0)
         assert traj.positions.shape == (horizon, AGENTS, 2) and traj.patches_alive.shape == (horizon,)
         assert np.array_equal(traj.positions[-1], game.positions()[0, :, ::-1])  # (row, col)
@@ -137,7 +137,7 @@ def test_eval_recorder_reads_harvest_trajectories():
 def test_native_interface_picks_primitive_actions_and_crash_names_the_seed():
     horizon = 4
     names = primitive_actions(CleanUp().substrate).names
-    with make_game(env_config("cleanup", horizon), "native", 2) as game:
+    with make_game(env_config("cleanup", horizon), "native") as game:
         game.reset([5, 6])
         assert game.needs_decision().all()
         menu = game.menu(0, 3, np.random.default_rng(0))
@@ -153,12 +153,13 @@ def test_native_interface_picks_primitive_actions_and_crash_names_the_seed():
         game.step(np.full((2, AGENTS), fire))
         assert game.probes(1).fire_clean.tolist() == [1] * AGENTS
         assert game.probes(1).call_ratio == 1.0
-        assert not hasattr(game, "patches_alive")  # Harvest only
+        assert "patches_alive" not in game.extras()  # Harvest only
 
         os.kill(game._pool.pid(1), signal.SIGKILL)
-        with pytest.raises(RolloutWorkerError, match="rollout 1 \\(episode seed 6, engine seed 6\\) crashed after 2"):
+        with pytest.raises(RolloutWorkerError, match=r"^cleanup: the engine worker of rollout 1 crashed after 2 env "
+                                                     r"steps: worker died: .*\(worker exit code -9\)$"):
             game.step(np.zeros((2, AGENTS), np.int64))
-    harvest = make_game(env_config("harvest", horizon), "native", 2)  # no reset: no workers started
+    harvest = make_game(env_config("harvest", horizon), "native")  # no reset: no workers started
     assert [it.opt for it in harvest.menu(0, 0, None)] == list(primitive_actions(CommonsHarvest().substrate).names)
     assert len(harvest.menu(0, 0, None)) == 8 and "fire clean" not in harvest.actions.names
 
@@ -168,7 +169,7 @@ def test_compound_json_resolves_replies_into_the_guardless_instances_and_counts_
     targets and bad arguments are counted invalid and fall back to wait; an option that ends
     without its effect is counted as a no-op."""
     horizon = 6
-    with make_game(env_config("harvest", horizon), "compound_json", 1) as game:
+    with make_game(env_config("harvest", horizon), "compound_json") as game:
         assert "JSON object" in game.system_message() and "Pick one letter" not in game.system_message()
         game.reset([11])
         state = game.states[0]
@@ -209,14 +210,14 @@ def test_compound_json_resolves_replies_into_the_guardless_instances_and_counts_
         assert game.agent_returns()[0, 0] == 1 and tally.noop.tolist() == [0] * AGENTS
         assert (tally.emitted - tally.invalid).tolist() == [1, 0, 0, 0, 0, 1, 1]
         assert tally.invalid[1:5].tolist() == [horizon] * 4
-        assert game.patches_alive().shape == (1,)
+        assert game.extras()["patches_alive"].shape == (1,)
 
 
 def test_make_game_rejects_what_melting_pot_does_not_have():
     with pytest.raises(ValueError, match="library variant"):
-        make_game(EnvConfig(game="harvest", layout="asymmetric_advantages", n_agents=AGENTS), "options", 2)
+        make_game(EnvConfig(game="harvest", layout="asymmetric_advantages", n_agents=AGENTS), "options")
     with pytest.raises(ValueError, match="has 7 agents"):
-        make_game(EnvConfig(game="cleanup", layout="lib_b", n_agents=2), "options", 2)
+        make_game(EnvConfig(game="cleanup", layout="lib_b", n_agents=2), "options")
 
 
 SMALL = ["train.rollouts=2", "train.rounds=1", "train.minibatch_size=4", "lora.rank=2", "lora.targets=q,v",

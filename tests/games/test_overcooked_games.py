@@ -6,7 +6,8 @@ import pytest
 from omjax.config import EnvConfig
 from omjax.envs.overcooked import initial_state, load_layout
 from omjax.envs.overcooked.items import Item
-from omjax.train.games import make_game, progress_rewards
+from omjax.games.overcooked import progress_rewards
+from omjax.games.registry import make_game
 
 
 def test_progress_bonus_hand_values():
@@ -23,7 +24,7 @@ def test_progress_bonus_hand_values():
 
 @pytest.mark.slow
 def test_overcooked_adapter_menus_and_steps():
-    game = make_game(EnvConfig(layout="asymmetric_advantages", horizon=5), "options", 3)
+    game = make_game(EnvConfig(layout="asymmetric_advantages", horizon=5), "options")
     game.reset([0, 1, 2])
     assert game.needs_decision().shape == (3, 2) and game.needs_decision().all()
     menu = game.menu(0, 1, np.random.default_rng(0))
@@ -31,5 +32,5 @@ def test_overcooked_adapter_menus_and_steps():
     choices = np.array([[it.index for it in game.menu(k, i, np.random.default_rng(k))][0] for k in range(3) for i in range(2)])
     reward = game.step(choices.reshape(3, 2))
     assert reward.shape == (3,) and np.all(reward == 0)
-    with pytest.raises(ValueError, match="no rollout adapter"):
-        make_game(EnvConfig(game="cleanup", n_agents=7), "compound_json", 2)
+    with pytest.raises(ValueError, match="env.layout: game 'cleanup' has no layout 'asymmetric_advantages'"):
+        make_game(EnvConfig(game="cleanup", n_agents=7), "compound_json")

@@ -1,35 +1,22 @@
 """The native-action and compound-JSON Overcooked games on the real env and option executor."""
 
-import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 
 from omjax.config import EnvConfig
 from omjax.envs.overcooked.env import initial_state, transition
-from omjax.envs.overcooked.items import Action, Direction, Item, soup_item
-from omjax.interfaces.overcooked import CompoundOvercookedGame, NativeOvercookedGame, delivered_by_agent
+from omjax.envs.overcooked.items import Action, Item
+from omjax.games.overcooked import OvercookedCompoundGame, OvercookedNativeGame
+from omjax.games.registry import make_game
 from omjax.prompts.memory import Memory
-from omjax.train.games import make_game
 
 ENV = EnvConfig(game="overcooked", layout="asymmetric_advantages", horizon=20, n_agents=2)
 
 
-def test_delivered_by_agent_reads_the_soup_leaving_at_the_window():
-    game = NativeOvercookedGame("asymmetric_advantages", 20)
-    state = initial_state(game.layout)
-    # Agent 1 starts at (1, 3) on the left; put it at (3, 2)... instead, reuse the real serving
-    # cell (3, 1): stand on (3, 2) facing north with a 3-onion soup, then interact.
-    state = state.replace(pos=state.pos.at[1].set(jnp.array([3, 2])), facing=state.facing.at[1].set(Direction.NORTH),
-                          held=state.held.at[1].set(soup_item(3)))
-    nxt = transition(game.layout, state, jnp.array([Action.STAY, Action.INTERACT]))[0]
-    assert delivered_by_agent(game.layout, state, nxt).tolist() == [False, True]
-    assert int(nxt.held[1]) == Item.NONE
-
-
 def test_native_game_applies_one_primitive_per_step():
-    game = make_game(ENV, "native", 2)
-    assert isinstance(game, NativeOvercookedGame)
+    game = make_game(ENV, "native")
+    assert isinstance(game, OvercookedNativeGame)
     game.reset([10_000, 10_001])
     assert game.needs_decision().all()
     menu = game.menu(0, 0, np.random.default_rng(0))
@@ -46,8 +33,8 @@ def test_native_game_applies_one_primitive_per_step():
 
 
 def test_compound_game_executes_valid_json_and_counts_invalid_and_noop():
-    game = make_game(ENV, "compound_json", 1)
-    assert isinstance(game, CompoundOvercookedGame)
+    game = make_game(ENV, "compound_json")
+    assert isinstance(game, OvercookedCompoundGame)
     game.reset([10_000])
     menu = game.menu(0, 0, np.random.default_rng(0))
     prompt = game.user_message(0, 0, menu, Memory())
@@ -77,5 +64,5 @@ def test_compound_game_executes_valid_json_and_counts_invalid_and_noop():
 
 
 def test_unknown_interface_is_a_clear_error():
-    with pytest.raises(ValueError, match="no rollout adapter"):
-        make_game(ENV, "telepathy", 1)
+    with pytest.raises(ValueError, match="no action interface 'telepathy'"):
+        make_game(ENV, "telepathy")

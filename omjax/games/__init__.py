@@ -1,0 +1,18 @@
+"""Games: K parallel episodes of one game under one action interface (what the trainer drives).
+
+* `base`: the `Game` interface (reset, step, needs_decision, menu, system / user messages, state
+  label and the game's `state_labels`, fallback, reply parsing, positions, walls, per-agent
+  returns, `extras()` for game-specific probes).
+* `overcooked`: `OvercookedGame` and its three interfaces (`OvercookedOptionsGame`,
+  `OvercookedNativeGame`, `OvercookedCompoundGame`).
+* `meltingpot`: `MeltingPotGame` (Cleanup and Commons Harvest, K engines in worker processes)
+  and its three interfaces.
+* `registry`: canonical game names and aliases, each game's option library and guard files,
+  `make_game(env_cfg, interface)`.
+* `cli`: `omjax burnin | guards | menu --game <g>` (Stages 2-4 of the option pipeline).
+"""
+
+from omjax.games.base import Game
+from omjax.games.registry import GAMES, canonical_game, guard_path, guards_file, library, make_game
+
+__all__ = ["GAMES", "Game", "canonical_game", "guard_path", "guards_file", "library", "make_game"]

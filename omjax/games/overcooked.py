@@ -1,0 +1,236 @@
+"""Overcooked-AI as `Game`s of the rollout engine, one class per action interface.
+
+* `OvercookedOptionsGame` (`options`, the method): the option library of
+  `omjax.options.overcooked`; an agent decides when its option has terminated, from its
+  guard-filtered, letter-shuffled menu. `active` flags the agents that act; the others stand
+  still at their start pose and are never asked to decide (the solo test of §6.4).
+* `OvercookedNativeGame` (`native`, Ablations A and C): every agent decides at every env step;
+  its "menu" is the fixed primitive action set A-F (N, S, E, W, STAY, INTERACT), never filtered
+  or shuffled, and the chosen action is applied for one step.
+* `OvercookedCompoundGame` (`compound_json`, Ablation D): decisions as for `options`, but the
+  prompt lists the option vocabulary instead of a menu and the reply `{"action": ..., "args":
+  ...}` is parsed into an instance of the guardless instantiation and run by the same executor.
+  Invalid emissions fall back to `wait`; invalid and no-op emissions are counted per agent.
+
+`OvercookedGame` holds what the three share: K host-side states, per-agent delivery counts, the
+team reward (the sum of every agent's deliveries plus `reward_shaping` times the progress bonus),
+prompts, positions and walls.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from omjax.envs.overcooked.env import initial_state, transition
+from omjax.envs.overcooked.items import Item
+from omjax.envs.overcooked.layout import Terrain
+from omjax.games.base import Game, NativeActions
+from omjax.interfaces.compound_json import EmissionLedger, render_vocabulary
+from omjax.interfaces.native import native_action_set
+from omjax.options import menu as menu_mod
+from omjax.options.menu import MenuItem, render_menu
+from omjax.options.overcooked import SCHEMA, library
+from omjax.options.synthesis import read_guards
+from omjax.prompts import overcooked as prompts
+from omjax.prompts.memory import Memory
+
+# Progress bonuses of the shaped reward (the values of overcooked_ai_py's BASE_REW_SHAPING_PARAMS).
+ONION_IN_POT_BONUS = 3.0
+DISH_PICKUP_BONUS = 3.0
+SOUP_PICKUP_BONUS = 5.0
+
+
+def progress_rewards(state, next_state) -> jax.Array:
+    """Team progress bonus of one step: +3 per onion added to a pot, +3 per dish taken into a
+    hand, +5 per soup plated. Read off the state change; used only when `env.reward_shaping` > 0
+    (short CPU episodes, where a first delivery is out of reach)."""
+    onions = jnp.sum(jnp.maximum(next_state.pot_onions - state.pot_onions, 0))
+    held, after = state.held, next_state.held  # [A]
+    dishes = jnp.sum((held != Item.DISH) & (after == Item.DISH))
+    plated = jnp.sum((held == Item.DISH) & (after >= Item.SOUP))
+    return ONION_IN_POT_BONUS * onions + DISH_PICKUP_BONUS * dishes + SOUP_PICKUP_BONUS * plated
+
+
+def _stack(tree, k: int):
+    return jax.tree.map(lambda x: jnp.broadcast_to(x, (k,) + x.shape), tree)
+
+
+class OvercookedGame(Game):
+    """K episodes on one layout: host-side states, delivery counts, prompts (interface-neutral)."""
+
+    game = "overcooked"
+    state_labels = prompts.STATES
+
+    def __init__(self, layout: str, horizon: int, interface: str, reward_shaping: float = 0.0):
+        self.lib = library(layout)
+        self.layout = self.lib.layout
+        self.n_agents = self.lib.num_agents
+        self.horizon = int(horizon)
+        self.interface = interface
+        self.delivery_reward = self.layout.delivery_reward
+        self.reward_shaping = float(reward_shaping)
+        self._system = prompts.system_message(self.n_agents, self.delivery_reward, interface)
+        self.states = None
+        self.deliveries = np.zeros((0, self.n_agents), np.int64)
+
+    def _reward(self, state, next_state, sparse) -> jax.Array:
+        """The team reward of one step (jittable): every agent's deliveries, shared, plus the
+        weighted progress bonus."""
+        reward = jnp.sum(sparse)
+        if self.reward_shaping:
+            reward = reward + self.reward_shaping * progress_rewards(state, next_state)
+        return reward
+
+    def reset(self, seeds: list[int]) -> None:
+        # Overcooked-AI starts every episode in the layout's standard state; the episode seed
+        # acts through letter shuffles and sampling.
+        self.states = _stack(initial_state(self.layout), len(seeds))
+        self._host = jax.tree.map(np.asarray, self.states)
+        self.deliveries = np.zeros((len(seeds), self.n_agents), np.int64)
+
+    def _stepped(self, states, sparse, reward) -> np.ndarray:
+        """Take the step's new states, count its deliveries (sparse rewards [K, A]); team reward [K]."""
+        self.states = states
+        self._host = jax.tree.map(np.asarray, states)
+        self.deliveries += np.round(np.asarray(sparse) / self.delivery_reward).astype(np.int64)
+        return np.asarray(reward, np.float64)
+
+    @property
+    def n_episodes(self) -> int:
+        return len(self.deliveries)
+
+    def _state(self, k: int):
+        return jax.tree.map(lambda x: x[k], self._host)
+
+    def system_message(self) -> str:
+        return self._system
+
+    def _menu_text(self, k: int, agent: int, menu: list[MenuItem]) -> str:
+        return render_menu(menu)
+
+    def user_message(self, k: int, agent: int, menu: list[MenuItem], memory: Memory) -> str:
+        return prompts.user_message(self.lib, self._state(k), agent, self._menu_text(k, agent, menu), memory,
+                                    self.horizon, self.interface)
+
+    def state_label(self, k: int, agent: int) -> str:
+        return prompts.state_label(self.lib, self._state(k), agent)
+
+    def positions(self) -> np.ndarray:
+        return np.asarray(self._host.pos)
+
+    def walls(self) -> np.ndarray:
+        return self.layout.grid != Terrain.FLOOR
+
+    def agent_returns(self) -> np.ndarray:
+        """float [K, A] deliveries of each agent so far."""
+        return self.deliveries.astype(np.float64)
+
+    def extras(self) -> dict[str, np.ndarray]:
+        return {"deliveries": self.deliveries.copy()}
+
+
+class OvercookedOptionsGame(OvercookedGame):
+    """The option-menu interface: guard-filtered menus, call-and-return options."""
+
+    def __init__(self, layout: str, horizon: int, guards_path: str, reward_shaping: float = 0.0,
+                 active=None, interface: str = "options"):
+        super().__init__(layout, horizon, interface, reward_shaping)
+        self.active = np.ones(self.n_agents, bool) if active is None else np.asarray(active, bool)
+        if self.active.shape != (self.n_agents,) or not self.active.any():
+            raise ValueError(f"active must flag at least one of the {self.n_agents} agents, got {active}")
+        self.guards = read_guards(guards_path, SCHEMA) if guards_path else []
+        self._wait = int(np.flatnonzero(self.lib.inst_wait)[0])
+        lib, acting = self.lib, jnp.asarray(self.active)
+
+        def one(state, ex, choice):
+            nxt, ex, rec, sparse = lib.option_step(state, ex, choice, acting)
+            return nxt, ex, self._reward(state, nxt, sparse), sparse, rec.valid, rec.outcome
+
+        self._step = jax.jit(jax.vmap(one))
+        self.execs = None
+
+    def reset(self, seeds: list[int]) -> None:
+        super().reset(seeds)
+        self.execs = _stack(self.lib.init_exec(), len(seeds))
+
+    def needs_decision(self) -> np.ndarray:
+        return (np.asarray(self.execs.inst) < 0) & self.active
+
+    def menu(self, k: int, agent: int, rng: np.random.Generator) -> list[MenuItem]:
+        return self.lib.menu(self._state(k), agent, self.guards, rng)
+
+    def fallback(self, k: int, agent: int, menu: list[MenuItem]) -> int:
+        for pos, item in enumerate(menu):
+            if item.index == self._wait:
+                return pos
+        raise ValueError(f"the menu of agent {agent} has no `wait` entry to fall back on")
+
+    def step(self, choices: np.ndarray) -> np.ndarray:
+        states, self.execs, reward, sparse, valid, outcome = self._step(self.states, self.execs,
+                                                                        jnp.asarray(choices, jnp.int32))
+        self._ended(np.asarray(valid), np.asarray(outcome))
+        return self._stepped(states, sparse, reward)
+
+    def _ended(self, valid: np.ndarray, outcome: np.ndarray) -> None:
+        """Hook: the executions that ended this step (valid bool [K, A]) and their outcomes."""
+
+
+class OvercookedNativeGame(NativeActions, OvercookedGame):
+    """Primitive actions (N, S, E, W, STAY, INTERACT), one LLM decision per agent per env step."""
+
+    def __init__(self, layout: str, horizon: int, reward_shaping: float = 0.0):
+        super().__init__(layout, horizon, "native", reward_shaping)
+        self.use_actions(native_action_set("overcooked"), idle="stay")
+        lay = self.layout
+
+        def one(state, actions):
+            nxt, sparse, _, _ = transition(lay, state, actions)
+            return nxt, self._reward(state, nxt, sparse), sparse
+
+        self._step = jax.jit(jax.vmap(one))
+
+    def step(self, choices: np.ndarray) -> np.ndarray:
+        states, reward, sparse = self._step(self.states, jnp.asarray(choices, jnp.int32))
+        return self._stepped(states, sparse, reward)
+
+
+class OvercookedCompoundGame(EmissionLedger, OvercookedOptionsGame):
+    """Free compound-JSON actions executed by the option executor, no feasibility filter."""
+
+    def __init__(self, layout: str, horizon: int, reward_shaping: float = 0.0):
+        super().__init__(layout, horizon, guards_path="", reward_shaping=reward_shaping, interface="compound_json")
+        schema = self.lib.schema
+        # Every guardless instance, in construction order: the table replies are resolved in.
+        self._menu = [MenuItem(letter=menu_mod.letter(k), index=k, opt=schema.options[inst.opt].name,
+                               target=inst.target, label=menu_mod.label(schema, inst))
+                      for k, inst in enumerate(self.lib.instances)]
+        self._vocabulary = render_vocabulary(schema, self.lib.instances)
+        self.reset_ledger(0, self.n_agents)
+
+    def reset(self, seeds: list[int]) -> None:
+        super().reset(seeds)
+        self.reset_ledger(len(seeds), self.n_agents)
+
+    def menu(self, k: int, agent: int, rng: np.random.Generator) -> list[MenuItem]:
+        """The guardless instances in construction order (never shown; replies resolve into it)."""
+        return list(self._menu)
+
+    def fallback(self, k: int, agent: int, menu: list[MenuItem]) -> int:
+        return self._wait
+
+    def _menu_text(self, k: int, agent: int, menu: list[MenuItem]) -> str:
+        return self._vocabulary
+
+    def parse_choice(self, k: int, agent: int, menu: list[MenuItem], reply: str) -> int | None:
+        """Menu position of the instance the reply names, or None (invalid: counted, falls back)."""
+        return self.parse_reply(k, agent, reply, self.lib.schema, self.lib.instances)
+
+    def _ended(self, valid: np.ndarray, outcome: np.ndarray) -> None:
+        for k, agent in self.pending():
+            if valid[k, agent]:
+                self.executed(k, agent, int(outcome[k, agent]))
+
+    def extras(self) -> dict[str, np.ndarray]:
+        return {**super().extras(), "invalid_emissions": self.invalid_counts(), "noop_emissions": self.noop_counts()}

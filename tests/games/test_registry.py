@@ -1,0 +1,45 @@
+"""The one game registry: canonical names and aliases, libraries, guard files, `make_game`."""
+
+import os
+
+import pytest
+
+from omjax.config import EnvConfig
+from omjax.games import Game, canonical_game, guard_path, library, make_game
+from omjax.games.registry import ALIASES, GAMES, GameLibrary, resolve_variant
+from omjax.prompts.interface import INTERFACES
+
+
+def test_every_name_and_alias_resolves_to_one_canonical_game():
+    assert GAMES == ("overcooked", "cleanup", "harvest")
+    assert {name: canonical_game(name) for name in ALIASES} == {
+        "clean_up": "cleanup", "commons_harvest": "harvest", "commons_harvest__open": "harvest",
+        "overcooked_ai": "overcooked"}
+    assert [canonical_game(g) for g in GAMES] == list(GAMES)
+    with pytest.raises(ValueError, match="unknown game 'chess'.*overcooked, cleanup, harvest.*clean_up"):
+        canonical_game("chess")
+
+
+def test_libraries_variants_and_guard_files():
+    for game in GAMES:
+        lib = library(game)
+        assert isinstance(lib, GameLibrary)
+        assert all(os.path.isfile(guard_path(game, v)) for v in lib.VARIANTS[:1])
+    assert library("clean_up") is library("cleanup")
+    lib = library("overcooked")
+    assert resolve_variant(lib, "overcooked", None) == "asymmetric_advantages"
+    with pytest.raises(ValueError, match="no layout/variant 'moon'"):
+        resolve_variant(lib, "overcooked", "moon")
+    assert guard_path("overcooked", "forced_coordination").endswith("guards/overcooked_forced_coordination.jsonl")
+    assert guard_path("commons_harvest__open", "lib_a") == guard_path("harvest", "lib_a")
+
+
+def test_make_game_builds_every_interface_and_names_a_bad_one():
+    env = EnvConfig(game="overcooked", layout="forced_coordination", horizon=4, n_agents=2)
+    for interface in INTERFACES:
+        game = make_game(env, interface)
+        assert isinstance(game, Game) and game.interface == interface and game.game == "overcooked"
+    with pytest.raises(ValueError, match="no action interface 'telepathy'"):
+        make_game(env, "telepathy")
+    with pytest.raises(ValueError, match="env.n_agents: must be 2: overcooked layout 'forced_coordination' has 2 agents, got 3"):
+        make_game(EnvConfig(game="overcooked", layout="forced_coordination", n_agents=3), "native")
