@@ -139,3 +139,49 @@ def test_top_layer_adapters_leave_lower_layers_bare(tiny_model, tmp_path):
     assert state.bank["layers"][0] == {} and set(state.bank["layers"][1]) == {"q", "v", "o", "up", "down"}
     state, row, _ = trainer.round(state)
     assert row["updated"] and row["ratio_first_step"] == [1.0] * N_AGENTS
+
+
+# ------------------------------------------------------------------------------------------------
+# The real SmolLM2-135M: the shipped prompt rendering, letter shuffle, letter policy and update.
+
+PICK = OPTIONS.index("pick")
+SMOLLM2_ROUNDS = 20
+
+
+@pytest.fixture(scope="module")
+def smollm2():
+    from omjax.models import load
+
+    return load("smollm2-135m", dtype=jnp.float32)
+
+
+def train_smollm2_bandit(model, tmp_path, paying):
+    """Two agents, per-agent adapters, one decision per episode among four options at letters
+    shuffled per decision (even permutations only); returns each adapter's option
+    probabilities on the twelve held-out (odd) menus before and after SMOLLM2_ROUNDS rounds."""
+    cfg = load_config(None, [
+        "env.n_agents=2", "env.horizon=1", "lora.rank=16", "lora.alpha=32", "lora.targets=q,k,v,o",
+        "lora.top_layers=8", "train.rollouts=32", "train.lr=1e-3", "train.minibatch_size=8", "train.kl_coef=0.0",
+        "policy.temperature=1.0", "run.progress=false", f"run.out_dir={tmp_path}",
+    ])
+    trainer = Trainer(cfg, model=model, game=MenuBandit(2, 1, shuffle=True, paying=paying))
+    held_out = [menu_of(order) for order in HELD_OUT_ORDERS]
+    state = trainer.init_state()
+    before = option_probabilities(trainer, state.bank, held_out)
+    for _ in range(SMOLLM2_ROUNDS):
+        state, _, _ = trainer.round(state)
+    return before, option_probabilities(trainer, state.bank, held_out)
+
+
+@pytest.mark.slow
+def test_smollm2_learns_the_paying_option_at_held_out_letters(smollm2, tmp_path):
+    before, after = train_smollm2_bandit(smollm2, tmp_path, ("pay", "pay"))
+    assert np.all(before[:, PAY] < 0.35), before  # the frozen base reads letters, not labels
+    assert np.all(after[:, PAY] >= 0.8), (before, after)
+
+
+@pytest.mark.slow
+def test_smollm2_per_agent_adapters_specialise(smollm2, tmp_path):
+    before, after = train_smollm2_bandit(smollm2, tmp_path, ("pay", "pick"))
+    assert np.all(before[[0, 1], [PAY, PICK]] < 0.35), before
+    assert np.all(after[[0, 1], [PAY, PICK]] >= 0.8), (before, after)
