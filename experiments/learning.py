@@ -68,6 +68,8 @@ SETTINGS = {
     # 100 steps (0 for a uniform pick over the menu): horizon 100 is the shortest where
     # deliveries are in reach. The progress bonus (+3 onion in pot, +3 dish, +5 soup plated)
     # gives every cohort a spread. LoRA rank 8 on q, v, o of the top 4 layers, lr 5e-4, K = 4.
+    # Cost: the AA prompt is about 860 tokens and a round about 340 decisions, so one round is
+    # of the order of 10 minutes on 2 idle cores; the 90-minute budget of issue 15 does not fit it.
     "overcooked": Setting(
         "quickstart_overcooked_smollm2.yaml",
         ("env.layout=asymmetric_advantages", "env.horizon=100", "env.reward_shaping=1.0", "lora.rank=8",
@@ -254,6 +256,7 @@ def main(argv: list[str] | None = None) -> int:
         episodes_of[name] = evaluated(path, run)
         if run is not None:
             times[f"{name} eval"] = time.time() - t0
+            trainer.game.close()  # Melting Pot worker processes
         rows[name] = summarize(name, episodes_of[name], cfg.env.n_agents, root, setting.unit)
         if name != "frozen" and "frozen" in episodes_of:
             mw = mann_whitney([e["units"] for e in episodes_of[name]], [e["units"] for e in episodes_of["frozen"]])
