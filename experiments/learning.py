@@ -157,7 +157,7 @@ def evaluate(trainer: Trainer, bank, seeds: list[int], batch: int) -> list[dict]
     for lo in range(0, len(seeds), batch):
         chunk = seeds[lo: lo + batch]
         rollouts = collect(game, trainer.decider, trainer.model.params, bank, len(chunk),
-                           jax.random.PRNGKey(chunk[0]), chunk[0], 0, seeds=chunk)
+                           jax.random.PRNGKey(chunk[0]), chunk[0], 0, episodes=chunk)
         units = game.agent_returns()  # [k, A]
         patches = game.extras().get("patches_alive")  # [k] Commons Harvest only
         for k, seed in enumerate(chunk):

@@ -24,6 +24,10 @@ class ConfigError(ValueError):
     """A configuration file or override that cannot describe a valid run."""
 
 
+EXIT_ERROR = 2
+"""Exit code of a command stopped by a ConfigError or another error the user can fix."""
+
+
 def _check(cond: bool, key: str, msg: str) -> None:
     if not cond:
         raise ConfigError(f"{key}: {msg}")
@@ -131,6 +135,13 @@ class PolicyConfig:
     (constrained; one forward per decision). `sample`: generate the two-line reply token by token
     and parse it."""
 
+    state_line: Literal["model", "oracle", "none"] = "model"
+    """The reply's `state:` line in letter mode. `model` (the paper): the model picks its own
+    label among the game's state labels and then the letter given that label, one joint
+    distribution. `oracle` (a departure): the true label is written into the prompt and only the
+    letter is scored. `none`: the reply is only `choice: <letter>`. Sample mode generates both
+    lines itself whatever this says."""
+
     temperature: float = 0.9
     """Sampling temperature of option choices (paper: 0.9 Overcooked, 0.7 Melting Pot)."""
 
@@ -157,6 +168,11 @@ class PolicyConfig:
             self.decision_mode in ("letter", "sample"),
             "policy.decision_mode",
             f"must be letter or sample, got {self.decision_mode!r}",
+        )
+        _check(
+            self.state_line in ("model", "oracle", "none"),
+            "policy.state_line",
+            f"must be model, oracle or none, got {self.state_line!r}",
         )
         _check(self.temperature > 0, "policy.temperature", f"must be > 0, got {self.temperature}")
         _check(self.max_new_tokens >= 4, "policy.max_new_tokens", "must be >= 4")

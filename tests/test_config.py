@@ -1,5 +1,6 @@
 """Typed run configs: YAML + `base:` + `key=value` overrides, validated with clear errors."""
 
+import re
 from pathlib import Path
 
 import pytest
@@ -42,9 +43,11 @@ def test_unknown_key_is_an_error_naming_it(tmp_path):
     ("policy.decision_mode=beam", "policy.decision_mode"), ("train.shared_lora=maybe", "train.shared_lora"),
     ("env.game=chess", "env.game"), ("policy.temperature=0", "policy.temperature"),
     ("train.clip_eps=1.5", "train.clip_eps"), ("lora.rank=0", "lora.rank"),
+    ("lora.targets=q,qkv", "lora.targets: unknown LoRA targets ['qkv']"), ("lora.targets=q,q", "lora.targets"),
+    ("policy.action_interface=compound_json", "policy.decision_mode: letter mode scores menu letters"),
 ])
 def test_bad_values_name_the_key(override, key):
-    with pytest.raises(ConfigError, match=key.replace(".", r"\.")):
+    with pytest.raises(ConfigError, match=re.escape(key)):
         load_config(None, [override])
 
 
@@ -71,3 +74,13 @@ def test_dump_round_trips(tmp_path):
     cfg = load_config(None, ["train.rounds=4", "lora.targets=q,k"])
     dump_config(cfg, tmp_path / "c.yaml")
     assert load_config(tmp_path / "c.yaml") == cfg
+
+
+def test_one_lora_config_type_serves_the_run_config_and_the_adapters():
+    from omjax.config import LoRAConfig
+    from omjax.models import lora
+
+    cfg = load_config(None, ["lora.rank=8", "lora.alpha=4", "lora.targets=q,v"])
+    assert type(cfg.lora) is LoRAConfig and lora.LoRAConfig is LoRAConfig
+    assert cfg.lora.scale == 0.5 and hash(cfg.lora) == hash(LoRAConfig(rank=8, alpha=4.0, targets=["q", "v"]))
+    assert load_config(None, ["policy.action_interface=compound_json", "policy.decision_mode=sample"])

@@ -1,13 +1,20 @@
-"""`python -m omjax.bench llm`: SmolLM2-135M policy inference, omjax vs transformers PyTorch eager.
+"""`python -m omjax.bench llm`: SmolLM2-135M policy decisions on the training path, omjax vs
+transformers PyTorch eager.
 
-Same weights (the dequantised GGUF, loaded into both), same prompts, same run:
-- prefill tokens/s: forward over a batch of rendered menu prompts, choice-position logits only
-  (PyTorch: `logits_to_keep=1`, its cheapest equivalent);
-- policy decisions/s: a batch of §5.1-style decision prompts (fixed system message, per-agent
-  observation and shuffled lettered menu, ending at `choice:`) -> one sampled allowed letter
-  each. omjax reuses the prefilled system message (its intended use); PyTorch runs each full
-  prompt, as a plain `transformers` policy would;
-- achieved FLOP/s of the omjax prefill as a fraction of a measured jitted `jnp.dot` peak.
+Prompts are real: the games of the quick-start configs (Overcooked Asymmetric Advantages and
+Cleanup) are reset and walked under uniformly random option choices, and every pending decision
+is rendered exactly as a training rollout renders it (system + user message through the chat
+template, the reply's state branches of `policy.state_line=model`, the lettered menu). Same
+weights (the dequantised GGUF, loaded into both), same prompts, same run:
+
+- policy decisions/s: `Decider.decide`, the one path training rollouts and evaluation run (the
+  shared prefix prefilled once per adapter, per-row adapters, the joint (state label, letter)
+  draw), against a plain transformers policy taking the same decision: each whole prompt with
+  a KV cache, then every state branch on a copy of it, the same joint draw. The un-cached omjax
+  path (whole prompts) runs too: it must draw the same (label, letter) pairs under the same keys;
+- prefill tokens/s: one forward over the batch of whole prompts (choice-position logits only;
+  PyTorch `logits_to_keep=1`), and its achieved FLOP/s as a fraction of a jitted 2048 x 2048
+  f32 `jnp.dot` measured in the same run.
 Ends with one JSON line `{"bench": "llm", ...}`.
 """
 
@@ -18,47 +25,12 @@ import json
 import os
 import sys
 import time
+from pathlib import Path
 
 import numpy as np
 
-from omjax.config import LORA_TARGETS, LoRAConfig
-
-SYSTEM = (
-    "You are an agent in a 2-player cooperative Overcooked-AI kitchen.\n\n"
-    "Goal: place 3 onions in a pot, start the cook, plate the soup with a dish, deliver to the "
-    "serving station. Each delivery scores +20 (shared with partner).\n\n"
-    "The action menu only lists currently-feasible actions. Pick one letter.\n\n"
-    "Output format (exactly two lines, nothing else):\n"
-    "state:  <empty | filling | cooking | ready_to_plate | delivering>\n"
-    "choice: <single capital letter>")
-
-_OPTIONS = ["place held item in pot @ ({x}, {y})", "drop held item on counter @ ({x}, {y})",
-            "pick up onion @ ({x}, {y})", "pick up dish @ ({x}, {y})",
-            "deliver soup @ ({x}, {y})", "plate soup from pot @ ({x}, {y})"]
-_HELD = ["onion", "dish", "nothing", "soup"]
-_FACING = ["North", "South", "East", "West"]
-
-
-def decision_messages(rng: np.random.Generator, letters: str) -> tuple[list[dict], int]:
-    """One §5.1-style decision (system + user message) and its menu size."""
-    n = int(rng.integers(3, len(letters) + 1))
-    menu = "\n".join(f"{letters[i]}) " + _OPTIONS[int(rng.integers(len(_OPTIONS)))].format(
-        x=int(rng.integers(0, 8)), y=int(rng.integers(0, 5))) for i in range(n))
-    me = int(rng.integers(0, 2))
-    partner = 1 - me
-    pos = lambda: f"({int(rng.integers(0, 8))}, {int(rng.integers(0, 5))})"
-    user = (
-        f"You are player {me}. World position: {pos()}.\nFacing: {rng.choice(_FACING)}. "
-        f"Holding: {rng.choice(_HELD)}.\nPartner (player {partner}): pos={pos()} "
-        f"facing={rng.choice(_FACING)}\nholding={rng.choice(_HELD)}.\n\nPots:\n"
-        f"  - pot@(4, 2): {int(rng.integers(0, 4))}/3 onions\n"
-        f"      you: {int(rng.integers(1, 9))} | partner: {int(rng.integers(1, 9))}\n"
-        f"  - pot@(4, 3): {int(rng.integers(0, 4))}/3 onions\n"
-        f"      you: {int(rng.integers(1, 9))} | partner: {int(rng.integers(1, 9))}\n"
-        f"Counters: (empty)\nLayout: asymmetric_advantages.   Step {int(rng.integers(1, 150))}/150.\n\n"
-        f"Memory:\n- Last 5 macros decided: pick_onion\n- Total reward last 100 steps: 0\n\n"
-        f"Action menu:\n{menu}\n\nChoose one. Reply with exactly two lines.")
-    return [{"role": "system", "content": SYSTEM}, {"role": "user", "content": user}], n
+CONFIGS = {"overcooked": "configs/quickstart_overcooked_smollm2.yaml",
+           "cleanup": "configs/quickstart_cleanup_smollm2.yaml"}
 
 
 def _log(msg: str) -> None:
@@ -106,9 +78,10 @@ def torch_model_from(model):
     import torch
     from transformers import LlamaConfig, LlamaForCausalLM
 
-    from omjax.models.loader import read_snapshot
+    from omjax.models.loader import gguf_snapshot, read_snapshot
 
-    hf, get = read_snapshot(_snapshot_dir(model))
+    src = Path(model.source)
+    hf, get = read_snapshot(gguf_snapshot(src) if src.suffix == ".gguf" else src)
     tm = LlamaForCausalLM(LlamaConfig(**{k: v for k, v in hf.items() if k != "model_type"}))
     state = {k: torch.from_numpy(np.array(get(k))) for k in tm.state_dict() if k != "lm_head.weight"}
     tm.load_state_dict(state, strict=False)
@@ -116,137 +89,213 @@ def torch_model_from(model):
     return tm.eval()
 
 
-def _snapshot_dir(model):
-    from pathlib import Path
+def game_requests(name: str, decider, n: int, seed: int, walk: int) -> tuple[str, list]:
+    """`n` decision requests of game `name` from real states: its quick-start config's game,
+    walked `walk` env steps under uniformly random options, then every pending decision is
+    rendered as `collect` renders it, stepping on until `n` are pending in total."""
+    from omjax.config import load_config
+    from omjax.prompts import Memory
+    from omjax.train.games import make_game
+    from omjax.train.rollout import Request, episode_seed
 
-    from omjax.models.loader import gguf_snapshot
+    cfg = load_config(CONFIGS[name])
+    game = make_game(cfg.env, cfg.policy.action_interface)
+    try:
+        game.reset([episode_seed(seed, 0, k) for k in range(2)])
+        rng = np.random.default_rng(seed)
+        system, out, t = game.system_message(), [], 0
+        memories = [[Memory(cfg.policy.memory_macros, cfg.policy.reward_window) for _ in range(game.n_agents)]
+                    for _ in range(2)]
+        while len(out) < n:
+            if t >= game.horizon:
+                raise RuntimeError(f"{name}: {game.horizon} steps gave only {len(out)} of {n} decisions")
+            choices = np.zeros((2, game.n_agents), np.int32)
+            for k, i in np.argwhere(game.needs_decision()):
+                k, i = int(k), int(i)
+                menu = decider.labelled(game.menu(k, i, rng))
+                pick = menu[int(rng.integers(len(menu)))]
+                choices[k, i] = pick.index
+                if t >= walk and len(out) < n:
+                    prompt = decider.prompt(system, game.user_message(k, i, menu, memories[k][i]))
+                    out.append(Request(k, i, menu, prompt, game.fallback(k, i, menu), None,
+                                       adapter=i, branches=decider.state_branches(game, k, i)))
+                memories[k][i].decided(pick.opt)
+            game.step(choices)
+            t += 1
+        return system, out
+    finally:
+        game.close()
 
-    src = Path(model.source)
-    return gguf_snapshot(src) if src.suffix == ".gguf" else src
 
-
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m omjax.bench llm", description=__doc__.split("\n")[0])
-    ap.add_argument("--model", default="smollm2-135m")
-    ap.add_argument("--agents", type=int, default=2, help="agents (one private LoRA each)")
-    ap.add_argument("--decisions", type=int, default=4, help="decisions per agent per call")
-    ap.add_argument("--prefill-batch", type=int, default=4)
-    ap.add_argument("--repeats", type=int, default=2)
-    ap.add_argument("--threads", type=int, default=int(os.environ.get("OMJAX_BENCH_THREADS", "0")),
-                    help="torch intra-op threads (0 = torch default)")
-    args = ap.parse_args(argv)
-
-    import jax
-    import jax.numpy as jnp
+def torch_decider(tm, decider, requests, temperature: float, gen):
+    """The same joint (state label, letter) draw by a plain transformers policy: each whole
+    prompt once with a KV cache, then every state branch on a copy of that cache."""
     import torch
 
-    from omjax.models import inference, load, lora
+    from omjax.models import inference
 
-    if args.threads:
-        torch.set_num_threads(args.threads)
-    model = load(args.model)
-    tok, cfg, fam = model.tokenizer, model.config, model.family
-    letters = "ABCDEFGH"
-    policy = inference.MenuPolicy(model, letters=letters)
-    rng = np.random.default_rng(0)
+    prompts = [decider.encode(r.prompt) for r in requests]
+    tokens, mask = inference.left_pad(prompts)
+    branches = requests[0].branches
+    n_labels, width = len(branches.tokens), branches.width
+    btok = np.zeros((n_labels, width), np.int64)
+    bmask = np.zeros((n_labels, width), np.int64)
+    for l, ids in enumerate(branches.tokens):
+        btok[l, :len(ids)], bmask[l, :len(ids)] = ids, 1
+    letters = [torch.tensor(decider.letter_ids([it.letter for it in r.menu])) for r in requests]
+    tt, tm_mask = torch.tensor(tokens, dtype=torch.long), torch.tensor(mask, dtype=torch.long)
+    pos = (tm_mask.cumsum(1) - 1).clamp(min=0)
+    n = len(requests)
 
-    # ---- prompts: A agents x D decisions, all sharing the system message
-    n_agents, n_dec = args.agents, args.decisions
-    prompts, allowed = [], np.zeros((n_agents, n_dec, len(letters)), bool)
-    for a in range(n_agents):
-        row = []
-        for d in range(n_dec):
-            msgs, n = decision_messages(rng, letters)
-            row.append(inference.encode(tok, inference.render_decision_prompt(tok, msgs)))
-            allowed[a, d, :n] = True
-        prompts.append(row)
-    flat = [p for row in prompts for p in row]
-    shared = 0
-    while all(len(p) > shared and p[shared] == flat[0][shared] for p in flat):
-        shared += 1
-    prefix = flat[0][:shared]
-    mean_len = float(np.mean([len(p) for p in flat]))
+    def run():
+        with torch.no_grad():
+            out = tm(input_ids=tt, attention_mask=tm_mask, position_ids=pos, use_cache=True, logits_to_keep=1)
+            cache = out.cache
+            cache.batch_repeat_interleave(n_labels)
+            first = torch.log_softmax(out.logits[:, -1] / temperature, -1)  # [N, V]
+            ids = torch.tensor(btok).repeat(n, 1)  # [N*L, W]
+            am = torch.cat([tm_mask.repeat_interleave(n_labels, 0), torch.tensor(bmask).repeat(n, 1)], 1)
+            bpos = tm_mask.sum(1).repeat_interleave(n_labels)[:, None] + torch.arange(width)[None]
+            logits = tm(input_ids=ids, attention_mask=am, position_ids=bpos, cache=cache).logits
+            logp = torch.log_softmax(logits / temperature, -1).view(n, n_labels, width, -1)
+            picks = []
+            for j in range(n):
+                score = []
+                for l, (toks, k) in enumerate(zip(branches.tokens, branches.label_len)):
+                    s = first[j, toks[0]] + sum(logp[j, l, q - 1, toks[q]] for q in range(1, k))
+                    score.append(s)
+                label = torch.log_softmax(torch.stack(score), 0)
+                ends = [len(toks) - 1 for toks in branches.tokens]
+                at = logits.view(n, n_labels, width, -1)[j, torch.arange(n_labels), torch.tensor(ends)]
+                letter = torch.log_softmax(at[:, letters[j]] / temperature, -1)
+                joint = (label[:, None] + letter).flatten()
+                picks.append(int(torch.multinomial(joint.exp(), 1, generator=gen)))
+            return picks
 
-    # ---- per-agent adapters (nonzero B, so the LoRA path does real work)
-    lcfg = LoRAConfig(rank=16, alpha=32.0, targets=LORA_TARGETS)
-    bank = lora.init_lora(jax.random.PRNGKey(0), fam.lora_shapes(cfg), lcfg, n_agents)
-    bank = jax.tree.map(lambda x: x + 1e-3, bank)
+    return run
 
-    _log("measuring matmul peak")
-    # ---- matmul peak
-    peak = matmul_peak()
 
-    _log("prefill (omjax, then torch)")
-    # ---- prefill: omjax vs torch on the same left-padded batch
-    pb = flat[:args.prefill_batch]
-    tokens, mask = inference.left_pad(pb)
-    real_tokens = int(mask.sum())
+def bench_game(name, model, tm, decider, bank, args, peak) -> dict:
+    import jax
+    import jax.numpy as jnp
+
+    from omjax.models import inference
+
+    _log(f"{name}: building {args.decisions} decisions from real states")
+    system, requests = game_requests(name, decider, args.decisions, args.seed, args.walk)
+    base, fam, cfg = model.params, model.family, model.config
+    prompts = [decider.encode(r.prompt) for r in requests]
+    t0 = time.perf_counter()
+    prefix = decider.prefill(base, bank, system)
+    jax.block_until_ready(prefix.caches)
+    prefix_first = time.perf_counter() - t0
+    prefix_s = _timeit(lambda: jax.block_until_ready(decider.prefill(base, bank, system).caches), args.repeats)
+    keys = [jax.random.split(jax.random.PRNGKey(100 + r), len(requests)) for r in range(args.repeats + 1)]
+
+    def timed(decide):
+        """Outcomes under every key, and the best wall time after the first (compiling) call."""
+        outs, times = [], []
+        for k in keys:
+            t0 = time.perf_counter()
+            outs.append(decide(k))
+            times.append(time.perf_counter() - t0)
+        return outs, min(times[1:])
+
+    _log(f"{name}: decisions (omjax, cached prefix, then whole prompts)")
+    cached, t_cached = timed(lambda k: decider.decide(base, bank, requests, k, prefix))
+    whole, t_whole = timed(lambda k: decider.decide(base, bank, requests, k))
+    same = all([(o.state, o.action) for o in a] == [(o.state, o.action) for o in b] for a, b in zip(cached, whole))
+    logp_diff = max(abs(x.logp - y.logp) for a, b in zip(cached, whole) for x, y in zip(a, b))
+
+    _log(f"{name}: decisions (torch eager)")
+    import torch
+
+    run_torch = torch_decider(tm, decider, requests, decider.policy.temperature, torch.Generator().manual_seed(0))
+    t_torch = _timeit(run_torch, args.repeats)
+
+    _log(f"{name}: prefill (omjax, torch)")
+    tokens, mask = inference.left_pad(prompts)
     jt, jm = jnp.asarray(tokens), jnp.asarray(mask)
     prefill_fn = jax.jit(lambda p, t, m: fam.forward(p, cfg, t, attention_mask=m, last_only=True)[0])
-    t_ours = _timeit(lambda: prefill_fn(model.params, jt, jm).block_until_ready(), args.repeats)
-    tm = torch_model_from(model)
+    t_ours = _timeit(lambda: prefill_fn(base, jt, jm).block_until_ready(), args.repeats)
     tt, tmask = torch.tensor(tokens, dtype=torch.long), torch.tensor(mask, dtype=torch.long)
 
     def torch_prefill():
         with torch.no_grad():
             return tm(input_ids=tt, attention_mask=tmask, logits_to_keep=1).logits
 
-    t_torch = _timeit(torch_prefill, args.repeats)
-    ours_last = np.asarray(prefill_fn(model.params, jt, jm))[:, -1]
-    torch_last = torch_prefill()[:, -1].float().numpy()
-    prefill_maxdiff = float(np.abs(ours_last - torch_last).max())
+    t_torch_prefill = _timeit(torch_prefill, args.repeats)
+    maxdiff = float(np.abs(np.asarray(prefill_fn(base, jt, jm))[:, -1] - torch_prefill()[:, -1].numpy()).max())
     flops = forward_flops(cfg, tokens.shape[0], tokens.shape[1])
-    prefill_flops_frac = flops / t_ours / peak
-
-    _log("decisions (omjax)")
-    # ---- decisions: omjax (prefix prefilled once per adapter version, per-agent LoRA, vmapped)
-    suffixes = [[p[shared:] for p in row] for row in prompts]
-    pc = policy.prefill(prefix, n_agents, bank, lcfg.scale)
-    key = jax.random.PRNGKey(1)
-    decide = lambda: policy.decide(key, suffixes, allowed, prefix_cache=pc, bank=bank,
-                                   lora_scale=lcfg.scale, temperature=0.9)
-    t_dec_ours = _timeit(decide, args.repeats)
-
-    _log("decisions (torch)")
-    # ---- decisions: PyTorch eager on each agent's full prompts. It runs the bare base (no
-    # adapter work at all), which can only favour PyTorch in the ratio.
-    letter_ids = torch.tensor(np.asarray(policy.letter_ids), dtype=torch.long)
-    gen = torch.Generator().manual_seed(0)
-
-    def torch_decide():
-        out = []
-        with torch.no_grad():
-            for a in range(n_agents):
-                t_, m_ = inference.left_pad(prompts[a], length=None)
-                logits = tm(input_ids=torch.tensor(t_, dtype=torch.long),
-                            attention_mask=torch.tensor(m_, dtype=torch.long),
-                            logits_to_keep=1).logits[:, -1]
-                lg = logits[:, letter_ids].masked_fill(~torch.tensor(allowed[a]), float("-inf"))
-                out.append(torch.multinomial(torch.softmax(lg / 0.9, -1), 1, generator=gen)[:, 0])
-        return out
-
-    t_dec_torch = _timeit(torch_decide, args.repeats)
-    n_decisions = n_agents * n_dec
-
-    res = {
-        "bench": "llm", "model": args.model, "backend": jax.default_backend(),
-        "dtype": str(model.params["embed"].dtype), "torch_threads": torch.get_num_threads(),
-        "matmul_peak_gflops": peak / 1e9,
-        "prefill_batch": tokens.shape[0], "prefill_len": tokens.shape[1], "prefill_real_tokens": real_tokens,
-        "prefill_tok_s_omjax": real_tokens / t_ours, "prefill_tok_s_torch": real_tokens / t_torch,
-        "prefill_speedup": t_torch / t_ours, "prefill_gflops_omjax": flops / t_ours / 1e9,
-        "prefill_peak_fraction": prefill_flops_frac, "prefill_logit_maxdiff": prefill_maxdiff,
-        "agents": n_agents, "decisions_per_call": n_decisions, "shared_prefix_tokens": shared,
-        "mean_prompt_tokens": mean_len,
-        "decisions_s_omjax": n_decisions / t_dec_ours, "decisions_s_torch": n_decisions / t_dec_torch,
-        "decisions_speedup": t_dec_torch / t_dec_ours,
+    n = len(requests)
+    return {
+        "decisions": n, "mean_prompt_tokens": float(np.mean([len(p) for p in prompts])),
+        "shared_prefix_tokens": len(prefix.ids), "state_labels": len(requests[0].branches.tokens),
+        "prefix_prefill_s": prefix_s, "prefix_prefill_first_s": prefix_first,
+        "decisions_s_omjax": n / t_cached, "decisions_s_omjax_uncached": n / t_whole,
+        "decisions_s_torch": n / t_torch, "decisions_speedup": t_torch / t_cached,
+        "same_decisions_as_uncached": bool(same), "logp_maxdiff_vs_uncached": float(logp_diff),
+        "prefill_len": int(tokens.shape[1]), "prefill_real_tokens": int(mask.sum()),
+        "prefill_tok_s_omjax": float(mask.sum()) / t_ours, "prefill_tok_s_torch": float(mask.sum()) / t_torch_prefill,
+        "prefill_speedup": t_torch_prefill / t_ours, "prefill_gflops_omjax": flops / t_ours / 1e9,
+        "prefill_peak_fraction": flops / t_ours / peak, "prefill_logit_maxdiff": maxdiff,
     }
-    print(f"{'':28s}{'omjax':>12s}{'torch eager':>14s}{'ratio':>8s}")
-    print(f"{'prefill tokens/s':28s}{res['prefill_tok_s_omjax']:12.1f}{res['prefill_tok_s_torch']:14.1f}"
-          f"{res['prefill_speedup']:8.2f}")
-    print(f"{'policy decisions/s':28s}{res['decisions_s_omjax']:12.2f}{res['decisions_s_torch']:14.2f}"
-          f"{res['decisions_speedup']:8.2f}")
-    print(f"prefill {res['prefill_gflops_omjax']:.1f} GFLOP/s = {100 * prefill_flops_frac:.1f}% of the "
-          f"measured jnp.dot peak {peak / 1e9:.1f} GFLOP/s; logits max |diff| {prefill_maxdiff:.2e}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m omjax.bench llm", description=__doc__.split("\n")[0])
+    ap.add_argument("--model", default="smollm2-135m")
+    ap.add_argument("--games", default="overcooked,cleanup", help="comma-separated: overcooked, cleanup")
+    ap.add_argument("--decisions", type=int, default=8, help="decisions per batched call (per game)")
+    ap.add_argument("--walk", type=int, default=3, help="random env steps before the prompts are taken")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--repeats", type=int, default=2)
+    ap.add_argument("--threads", type=int, default=int(os.environ.get("OMJAX_BENCH_THREADS", "0")),
+                    help="torch intra-op threads (0 = torch default)")
+    args = ap.parse_args(argv)
+    games = [g.strip() for g in args.games.split(",") if g.strip()]
+    unknown = sorted(set(games) - set(CONFIGS))
+    if unknown:
+        ap.error(f"--games: unknown {unknown}; known: {sorted(CONFIGS)}")
+
+    import jax
+    import torch
+
+    from omjax.config import load_config
+    from omjax.models import load, lora
+    from omjax.train.trainer import make_policy
+    from omjax.train.rollout import Decider
+
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    model = load(args.model)
+    cfg = load_config(CONFIGS[games[0]])
+    lcfg = cfg.lora
+    policy = make_policy(cfg, model, lcfg)
+    decider = Decider(policy, model.tokenizer, cfg.policy)
+    _log("measuring matmul peak")
+    peak = matmul_peak()
+    tm = torch_model_from(model)
+    res = {"bench": "llm", "model": args.model, "backend": jax.default_backend(),
+           "dtype": str(model.params["embed"].dtype), "torch_threads": torch.get_num_threads(),
+           "matmul_peak_gflops": peak / 1e9, "state_line": cfg.policy.state_line}
+    for name in games:
+        game_cfg = load_config(CONFIGS[name])
+        n_agents = game_cfg.n_adapters
+        # Non-zero B so the adapters do real work, as after the first update.
+        bank = lora.init_lora(jax.random.PRNGKey(0), model.family.lora_shapes(model.config), lcfg, n_agents)
+        bank = jax.tree.map(lambda x: x + 1e-3, bank)
+        res[name] = bench_game(name, model, tm, decider, bank, args, peak)
+    rows = [res[g] for g in games]
+    res["decisions_speedup"] = float(np.mean([r["decisions_speedup"] for r in rows]))
+    res["prefill_peak_fraction"] = float(np.mean([r["prefill_peak_fraction"] for r in rows]))
+    res["same_decisions_as_uncached"] = all(r["same_decisions_as_uncached"] for r in rows)
+    print(f"{'':24s}{'omjax':>10s}{'uncached':>10s}{'torch':>10s}{'ratio':>8s}")
+    for g, r in zip(games, rows):
+        print(f"{g + ' decisions/s':24s}{r['decisions_s_omjax']:10.2f}{r['decisions_s_omjax_uncached']:10.2f}"
+              f"{r['decisions_s_torch']:10.2f}{r['decisions_speedup']:8.2f}")
+        print(f"{g + ' prefill tok/s':24s}{r['prefill_tok_s_omjax']:10.1f}{'':10s}{r['prefill_tok_s_torch']:10.1f}"
+              f"{r['prefill_speedup']:8.2f}   {100 * r['prefill_peak_fraction']:.1f}% of the jnp.dot peak "
+              f"{peak / 1e9:.1f} GFLOP/s; same decisions as uncached: {r['same_decisions_as_uncached']}")
     print(json.dumps(res))
     return 0

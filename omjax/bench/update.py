@@ -45,9 +45,13 @@ def _batch(key, n_agents: int, b: int, t: int, vocab: int, menu: int):
     k1, k2, k3 = jax.random.split(key, 3)
     inputs = {
         "tokens": jax.random.randint(k1, (n_agents, b, t), 0, vocab),
-        "mask": jnp.ones((n_agents, b, t), jnp.int32),
+        # The last token is the one state branch (`choice:` of a reply without a state line).
+        "mask": jnp.ones((n_agents, b, t), jnp.int32).at[:, :, -1].set(2),
+        "label_mask": jnp.zeros((n_agents, b, 1, 1), bool),
+        "end": jnp.zeros((n_agents, b, 1), jnp.int32),
         "letters": jnp.broadcast_to(jnp.arange(menu) + 5, (n_agents, b, menu)),
         "menu_mask": jnp.ones((n_agents, b, menu), bool),
+        "state": jnp.zeros((n_agents, b), jnp.int32),
         "action": jax.random.randint(k2, (n_agents, b), 0, menu),
     }
     return DecisionBatch(inputs=inputs, advantage=jax.random.normal(k3, (n_agents, b)),

@@ -25,29 +25,17 @@ import jax
 import numpy as np
 from tqdm.auto import tqdm
 
-from omjax.config import ConfigError, load_config
+from omjax.config import EXIT_ERROR, ConfigError, load_config
 from omjax.envs.meltingpot.workers import RolloutWorkerError
 from omjax.eval.results import EpisodeResult, Trajectory, read_results, render_report, trajectory_path, write_results
 from omjax.games.base import Game
 from omjax.jax_cache import enable_compilation_cache
 from omjax.train.checkpoint import Checkpointer
-from omjax.train.cli import EXIT_ERROR, EXIT_FAILED, EXIT_INTERRUPTED, USER_ERRORS, preflight
+from omjax.train.cli import parse_seeds
+from omjax.train.launch import EXIT_FAILED, EXIT_INTERRUPTED, USER_ERRORS, preflight
 from omjax.train.metrics import write_jsonl_atomic
 from omjax.train.rollout import collect, decision_record
 from omjax.train.trainer import Trainer, deferred_sigint
-
-
-def parse_seeds(text: str) -> list[int]:
-    """`10000-10019` (inclusive range) or `10000,10003,10007` -> list of seeds."""
-    try:
-        if "-" in text.strip("-"):
-            lo, hi = (int(v) for v in text.split("-"))
-            if hi < lo:
-                raise ValueError
-            return list(range(lo, hi + 1))
-        return [int(v) for v in text.split(",") if v.strip()]
-    except ValueError:
-        raise ValueError(f"--seeds {text!r}: expected LO-HI (inclusive, LO <= HI) or a comma list of integers") from None
 
 
 class _Recorder:

@@ -1,7 +1,7 @@
 """Games: K parallel episodes of one game under one action interface (what the trainer drives).
 
 * `base`: the `Game` interface (reset, step, needs_decision, menu, system / user messages, state
-  label and the game's `state_labels`, fallback, reply parsing, positions, walls, per-agent
+  label and the game's `state_labels()`, fallback, reply parsing, positions, walls, per-agent
   returns, `extras()` for game-specific probes).
 * `overcooked`: `OvercookedGame` and its three interfaces (`OvercookedOptionsGame`,
   `OvercookedNativeGame`, `OvercookedCompoundGame`).

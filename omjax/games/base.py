@@ -40,8 +40,6 @@ class Game(abc.ABC):
     """Env steps per episode."""
     delivery_reward: float
     """Reward of one unit of the game's task metric (a delivery, an apple), for reporting."""
-    state_labels: tuple[str, ...]
-    """Every label the reply's `state:` line may take, in the order the system message lists them."""
 
     @abc.abstractmethod
     def reset(self, seeds: list[int]) -> None:
@@ -74,8 +72,12 @@ class Game(abc.ABC):
         """The per-decision user message of `agent` in episode k."""
 
     @abc.abstractmethod
+    def state_labels(self) -> tuple[str, ...]:
+        """Every label the reply's `state:` line may take, in the order the system message lists them."""
+
+    @abc.abstractmethod
     def state_label(self, k: int, agent: int) -> str:
-        """The true state label (one of `state_labels`) of `agent` in episode k."""
+        """The true state label (one of `state_labels()`) of `agent` in episode k."""
 
     def parse_choice(self, k: int, agent: int, menu: list[MenuItem], reply: str) -> int | None:
         """Menu position a generated reply names, or None when it does not parse. The default

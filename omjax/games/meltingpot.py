@@ -42,7 +42,7 @@ from omjax.interfaces.compound_json import EmissionLedger, render_vocabulary
 from omjax.interfaces.native import primitive_actions
 from omjax.options import cleanup, harvest
 from omjax.options import meltingpot as mp
-from omjax.options.menu import MenuItem, label, letter, render_menu
+from omjax.options.menu import MenuItem, items_from_ranks, render_menu
 from omjax.options.synthesis import read_guards
 from omjax.prompts import meltingpot as prompts
 from omjax.prompts.memory import Memory
@@ -88,7 +88,6 @@ class MeltingPotGame(Game):
         if game not in SUBSTRATES:
             raise ValueError(f"unknown Melting Pot game {game!r}; known: {', '.join(SUBSTRATES)}")
         self.game = game
-        self.state_labels = prompts.STATES[game]
         self.horizon = int(horizon)
         self.reward_shaping = float(reward_shaping)
         # Layout and action names only; the episodes run in the workers.
@@ -161,6 +160,9 @@ class MeltingPotGame(Game):
     # ------------------------------------------------------------------ prompts
     def system_message(self) -> str:
         return self._system
+
+    def state_labels(self) -> tuple[str, ...]:
+        return prompts.STATES[self.game]
 
     def state_label(self, k: int, agent: int) -> str:
         return prompts.state_label(self.game, self.states[k], agent)
@@ -284,9 +286,7 @@ class MeltingPotCompoundGame(EmissionLedger, MeltingPotOptionsGame):
         """The guardless instances in construction order (never shown; replies resolve into it)."""
         insts = mp.instances_for(self.lib, self.ctx, self.states[k], agent)
         self._insts[(k, agent)] = insts
-        schema = self.lib.schema
-        return [MenuItem(letter=letter(j), index=j, opt=schema.options[inst.opt].name, target=inst.target,
-                         label=label(schema, inst)) for j, inst in enumerate(insts)]
+        return items_from_ranks(self.lib.schema, insts, np.arange(len(insts)))
 
     def _menu_text(self, k: int, agent: int, menu: list[MenuItem]) -> str:
         return render_vocabulary(self.lib.schema, self._insts[(k, agent)])

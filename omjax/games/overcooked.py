@@ -29,8 +29,7 @@ from omjax.envs.overcooked.layout import Terrain
 from omjax.games.base import Game, NativeActions
 from omjax.interfaces.compound_json import EmissionLedger, render_vocabulary
 from omjax.interfaces.native import native_action_set
-from omjax.options import menu as menu_mod
-from omjax.options.menu import MenuItem, render_menu
+from omjax.options.menu import MenuItem, items_from_ranks, render_menu
 from omjax.options.overcooked import SCHEMA, library
 from omjax.options.synthesis import read_guards
 from omjax.prompts import overcooked as prompts
@@ -61,7 +60,6 @@ class OvercookedGame(Game):
     """K episodes on one layout: host-side states, delivery counts, prompts (interface-neutral)."""
 
     game = "overcooked"
-    state_labels = prompts.STATES
 
     def __init__(self, layout: str, horizon: int, interface: str, reward_shaping: float = 0.0):
         self.lib = library(layout)
@@ -113,6 +111,9 @@ class OvercookedGame(Game):
     def user_message(self, k: int, agent: int, menu: list[MenuItem], memory: Memory) -> str:
         return prompts.user_message(self.lib, self._state(k), agent, self._menu_text(k, agent, menu), memory,
                                     self.horizon, self.interface)
+
+    def state_labels(self) -> tuple[str, ...]:
+        return prompts.STATES
 
     def state_label(self, k: int, agent: int) -> str:
         return prompts.state_label(self.lib, self._state(k), agent)
@@ -201,12 +202,10 @@ class OvercookedCompoundGame(EmissionLedger, OvercookedOptionsGame):
 
     def __init__(self, layout: str, horizon: int, reward_shaping: float = 0.0):
         super().__init__(layout, horizon, guards_path="", reward_shaping=reward_shaping, interface="compound_json")
-        schema = self.lib.schema
+        schema, instances = self.lib.schema, self.lib.instances
         # Every guardless instance, in construction order: the table replies are resolved in.
-        self._menu = [MenuItem(letter=menu_mod.letter(k), index=k, opt=schema.options[inst.opt].name,
-                               target=inst.target, label=menu_mod.label(schema, inst))
-                      for k, inst in enumerate(self.lib.instances)]
-        self._vocabulary = render_vocabulary(schema, self.lib.instances)
+        self._menu = items_from_ranks(schema, instances, np.arange(len(instances)))
+        self._vocabulary = render_vocabulary(schema, instances)
         self.reset_ledger(0, self.n_agents)
 
     def reset(self, seeds: list[int]) -> None:

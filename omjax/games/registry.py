@@ -1,7 +1,7 @@
 """The one game registry: canonical names, aliases, option libraries, guard files and `make_game`.
 
-Every game has one canonical name (`overcooked`, `cleanup`, `harvest`); `canonical_game`
-also accepts the names the engines and papers use (`clean_up`, `commons_harvest`,
+Every game has one canonical name (`omjax.config.GAMES`: `overcooked`, `cleanup`, `harvest`,
+the only spellings a config takes); `canonical_game` (the command line) also accepts the names the engines and papers use (`clean_up`, `commons_harvest`,
 `commons_harvest__open`, ...). A game brings
 
 * its option library (`library(game)`, a `GameLibrary`: what `omjax burnin | guards | menu`
@@ -17,7 +17,7 @@ import os
 from types import MappingProxyType
 from typing import Protocol, runtime_checkable
 
-from omjax.config import ConfigError, EnvConfig
+from omjax.config import GAMES, ConfigError, EnvConfig
 from omjax.envs.meltingpot.engine import config_module
 from omjax.envs.overcooked.layout import layouts_dir, list_layouts, load_layout
 from omjax.games.base import Game
@@ -30,9 +30,6 @@ from omjax.options.records import RecordTable
 from omjax.options.schema import Schema
 from omjax.options.synthesis import Guard
 from omjax.prompts.interface import INTERFACES
-
-GAMES = ("overcooked", "cleanup", "harvest")
-"""Canonical game names."""
 
 ALIASES = MappingProxyType({
     "clean_up": "cleanup", "commons_harvest": "harvest", "commons_harvest__open": "harvest",

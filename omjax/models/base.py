@@ -41,7 +41,14 @@ def take(get: Callable[[str], np.ndarray], name: str, shape: tuple[int, ...], dt
     `shape` is the shape as stored by Hugging Face (torch `nn.Linear` is `[D_out, D_in]`);
     `transpose=True` turns such a weight into the `[D_in, D_out]` layout used here.
     """
-    arr = np.asarray(get(name))
+    arr = get(name)
+    if isinstance(arr, jax.ShapeDtypeStruct):
+        # Shapes only: under `jax.eval_shape` this allocates nothing, so a parameter tree of a
+        # model's real shapes can be drawn at random on the device (`omjax.models.configs`).
+        if tuple(arr.shape) != tuple(shape):
+            raise ValueError(f"tensor {name!r}: shape {tuple(arr.shape)} but the config implies {tuple(shape)}")
+        return jnp.zeros(tuple(shape)[::-1] if transpose else tuple(shape), dtype)
+    arr = np.asarray(arr)
     if tuple(arr.shape) != tuple(shape):
         raise ValueError(f"tensor {name!r}: checkpoint shape {tuple(arr.shape)} but the config "
                          f"implies {tuple(shape)}")
@@ -159,16 +166,20 @@ def attention(q: jax.Array, k: jax.Array, v: jax.Array, mask: jax.Array, *, scal
 
 
 def attention_mask_from_positions(q_slots: jax.Array, q_pos: jax.Array, kv_pos: jax.Array,
-                                  *, sliding_window: int | None = None) -> jax.Array:
+                                  *, sliding_window: int | None = None, q_seg: jax.Array | None = None,
+                                  kv_seg: jax.Array | None = None) -> jax.Array:
     """Mask `[B, T, S]`: key slot s is visible to query t iff it holds a real token
-    (`kv_pos >= 0`), comes no later (`s <= q_slots[t]`) and, for sliding-window layers, lies
-    within the window in position space (`q_pos - kv_pos < window`).
+    (`kv_pos >= 0`), comes no later (`s <= q_slots[t]`), is shared or in the query's own
+    branch (`kv_seg <= 1` or `kv_seg == q_seg`, see `token_positions`) and, for
+    sliding-window layers, lies within the window in position space (`q_pos - kv_pos < window`).
 
-    q_slots: [T] slot index of each query; q_pos: [B, T]; kv_pos: [B, S].
+    q_slots: [T] slot index of each query; q_pos, q_seg: [B, T]; kv_pos, kv_seg: [B, S].
     """
     s = kv_pos.shape[1]
     causal = jnp.arange(s)[None, :] <= q_slots[:, None]                    # [T, S]
     m = causal[None] & (kv_pos >= 0)[:, None, :]                           # [B, T, S]
+    if q_seg is not None:
+        m = m & ((kv_seg <= 1)[:, None, :] | (kv_seg[:, None, :] == q_seg[:, :, None]))
     if sliding_window is not None:
         m = m & ((q_pos[:, :, None] - kv_pos[:, None, :]) < sliding_window)
     return m
@@ -180,10 +191,21 @@ def attention_mask_from_positions(q_slots: jax.Array, q_pos: jax.Array, kv_pos: 
 def token_positions(attention_mask: jax.Array, start: jax.Array | None = None) -> jax.Array:
     """Rotary positions `[B, T]` of a left- (or right-) padded chunk; padding gets -1.
 
-    `start` `[B]` is the number of real tokens already in the cache for each row.
+    `attention_mask` values: 0 padding, 1 a shared token, b >= 2 a token of branch b. A branch
+    is a contiguous run of tokens that continues the shared tokens before it but not the other
+    branches: its positions restart after the shared tokens, and (`Context.mask`) it attends to
+    the shared tokens and itself only, so one forward scores several continuations of one prompt
+    exactly. `start` `[B]` is the number of real tokens already in the cache for each row.
     """
     m = attention_mask.astype(jnp.int32)
-    pos = jnp.cumsum(m, axis=1) - 1
+    t = m.shape[1]
+    shared = jnp.cumsum(m == 1, axis=1)                                      # [B, T]
+    branch = (m >= 2).astype(jnp.int32)
+    seen = jnp.cumsum(branch, axis=1)                                        # [B, T]
+    prev = jnp.pad(m[:, :-1], ((0, 0), (1, 0)), constant_values=-1)
+    first = jax.lax.cummax(jnp.where(m != prev, jnp.arange(t), 0), axis=1)  # [B, T] start of each run
+    before = jnp.take_along_axis(seen - branch, first, axis=1)               # branch tokens before the run
+    pos = shared + jnp.where(m >= 2, seen - before, 0) - 1
     if start is not None:
         pos = pos + start[:, None]
     return jnp.where(m > 0, pos, -1)
@@ -240,11 +262,16 @@ class Context:
     """[T] slot index of each query token (causality is by slot order)."""
     write_index: jax.Array | None
     """[] cache slot where this chunk is written; None without a cache."""
+    q_seg: jax.Array
+    """[B, T] segment of each query token (`token_positions`: 0 padding, 1 shared, >= 2 branch)."""
+    kv_seg: jax.Array
+    """[B, S] segment of each key slot (everything already in a cache counts as shared)."""
 
     def mask(self, sliding_window: int | None = None) -> jax.Array:
         """`[B, T, S]` attention mask (recomputed per call: XLA merges identical copies)."""
         return attention_mask_from_positions(self.q_slots, self.q_pos, self.kv_pos,
-                                             sliding_window=sliding_window)
+                                             sliding_window=sliding_window, q_seg=self.q_seg,
+                                             kv_seg=self.kv_seg)
 
 
 def check_forward_inputs(family: str, num_layers: int, tokens: jax.Array,
@@ -297,19 +324,25 @@ def make_context(tokens: jax.Array, attention_mask: jax.Array | None,
     """Positions and masks for a chunk `tokens [B, T]`, and the cache with positions advanced.
 
     Without a cache the chunk attends to itself. With a cache the chunk is written at slots
-    `[index, index + T)` and attends to every earlier real slot.
+    `[index, index + T)` and attends to every earlier real slot. A chunk holding branches
+    (mask values >= 2, see `token_positions`) must be the last one written to its cache: the
+    cache keeps positions, not segments, so a later chunk would see every branch.
     """
     b, t = tokens.shape
     if attention_mask is None:
         attention_mask = jnp.ones((b, t), jnp.int32)
+    q_seg = attention_mask.astype(jnp.int32)
     if cache is None:
         q_pos = token_positions(attention_mask)
-        return Context(q_pos=q_pos, kv_pos=q_pos, q_slots=jnp.arange(t), write_index=None), None
+        return Context(q_pos=q_pos, kv_pos=q_pos, q_slots=jnp.arange(t), write_index=None,
+                       q_seg=q_seg, kv_seg=q_seg), None
     idx = cache["index"]
     start = jnp.max(cache["positions"], axis=1) + 1                          # [B]
     q_pos = token_positions(attention_mask, start)                           # [B, T]
     kv_pos = jax.lax.dynamic_update_slice(cache["positions"], q_pos, (0, idx))
-    ctx = Context(q_pos=q_pos, kv_pos=kv_pos, q_slots=idx + jnp.arange(t), write_index=idx)
+    kv_seg = jax.lax.dynamic_update_slice(jnp.ones_like(cache["positions"]), q_seg, (0, idx))
+    ctx = Context(q_pos=q_pos, kv_pos=kv_pos, q_slots=idx + jnp.arange(t), write_index=idx,
+                  q_seg=q_seg, kv_seg=kv_seg)
     return ctx, {**cache, "positions": kv_pos, "index": idx + t}
 
 

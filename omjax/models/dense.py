@@ -200,9 +200,10 @@ def trunk(params: dict, cfg: DenseConfig, tokens: jax.Array, *, attention_mask: 
 
 def forward(params: dict, cfg: DenseConfig, tokens: jax.Array, *,
             attention_mask: jax.Array | None = None, lora: dict | None = None,
-            lora_scale: float = 1.0, cache: dict | None = None, last_only: bool = False,
+            lora_scale: float = 1.0, cache: dict | None = None, last_only: bool | int = False,
             remat: bool = False, trunk: base.Trunk | None = None) -> tuple[jax.Array, dict | None]:
-    """Logits `[B, T, V]` f32 (`[B, 1, V]` with `last_only`) and the updated cache.
+    """Logits `[B, T, V]` f32 (`[B, n, V]`, the final n positions, with `last_only=n`; True
+    is 1) and the updated cache.
 
     tokens: [B, T] int32; attention_mask: [B, T] (1 = real token, 0 = padding, left padding
     expected when a cache or `last_only` is used); lora: one adapter tree (no agent axis; vmap
@@ -214,7 +215,7 @@ def forward(params: dict, cfg: DenseConfig, tokens: jax.Array, *,
     x, cache, new_layers = _layers(params, cfg, tokens, attention_mask, lora, lora_scale, cache, remat,
                                    trunk, cfg.num_layers)
     if last_only:
-        x = x[:, -1:]
+        x = x[:, -int(last_only):]
     x = base.rms_norm(x, params["norm"], cfg.rms_eps)
     w = params["embed"].T if cfg.tie_embeddings else params["lm_head"]    # [D, V]
     logits = base.unembed(x, w)

@@ -51,6 +51,9 @@ _ACTS: dict[str, Callable] = {
 }
 _PER_LAYER_KEYS = {"head_dim", "num_key_value_heads"}
 
+SEGMENTS = True
+"""Whether `forward` honours branch masks (`omjax.models.base.token_positions`)."""
+
 
 @dataclasses.dataclass(frozen=True)
 class Config:
@@ -502,9 +505,10 @@ def trunk(params: dict, cfg: Config, tokens: jax.Array, *, attention_mask: jax.A
 
 def forward(params: dict, cfg: Config, tokens: jax.Array, *,
             attention_mask: jax.Array | None = None, lora: dict | None = None,
-            lora_scale: float = 1.0, cache: dict | None = None, last_only: bool = False,
+            lora_scale: float = 1.0, cache: dict | None = None, last_only: bool | int = False,
             remat: bool = False, trunk: base.Trunk | None = None) -> tuple[jax.Array, dict | None]:
-    """Logits `[B, T, V]` f32 (`[B, 1, V]` with `last_only`) and the updated cache.
+    """Logits `[B, T, V]` f32 (`[B, n, V]`, the final n positions, with `last_only=n`; True
+    is 1) and the updated cache.
 
     tokens: [B, T] int32; attention_mask: [B, T] (1 = real token, 0 = padding, which may sit
     anywhere; `last_only` reads the last slot, so pad on the left there); lora: one adapter
@@ -517,7 +521,7 @@ def forward(params: dict, cfg: Config, tokens: jax.Array, *,
     x, cache, new_layers, _ = _layers(params, cfg, tokens, attention_mask, lora, lora_scale, cache, remat,
                                       trunk, cfg.num_layers)
     if last_only:
-        x = x[:, -1:]
+        x = x[:, -int(last_only):]
     x = _norm(x, params["norm"], cfg.rms_eps)
     w = params["embed"].T if cfg.tie_embeddings else params["lm_head"]             # [D, V]
     logits = base.unembed(x, w, softcap=cfg.final_logit_softcapping)

@@ -44,6 +44,10 @@ from omjax.models import base
 LINEAR = "linear_attention"
 FULL = "full_attention"
 
+SEGMENTS = False
+"""Whether `forward` honours branch masks (`omjax.models.base.token_positions`): no, its Gated
+DeltaNet layers read every earlier token, so branches of one prompt would see each other."""
+
 
 @dataclasses.dataclass(frozen=True)
 class Config:
@@ -467,9 +471,10 @@ def trunk(params: dict, cfg: Config, tokens: jax.Array, *, attention_mask: jax.A
 
 def forward(params: dict, cfg: Config, tokens: jax.Array, *,
             attention_mask: jax.Array | None = None, lora: dict | None = None,
-            lora_scale: float = 1.0, cache: dict | None = None, last_only: bool = False,
+            lora_scale: float = 1.0, cache: dict | None = None, last_only: bool | int = False,
             remat: bool = False, trunk: base.Trunk | None = None) -> tuple[jax.Array, dict | None]:
-    """Logits `[B, T, V]` f32 (`[B, 1, V]` with `last_only`) and the updated cache.
+    """Logits `[B, T, V]` f32 (`[B, n, V]`, the final n positions, with `last_only=n`; True
+    is 1) and the updated cache.
 
     tokens: [B, T] int32; attention_mask: [B, T] (1 = real token, 0 = padding, which may sit
     anywhere; `last_only` reads the last slot, so pad on the left there); lora: one adapter
@@ -482,7 +487,7 @@ def forward(params: dict, cfg: Config, tokens: jax.Array, *,
     x, cache, new_layers = _layers(params, cfg, tokens, attention_mask, lora, lora_scale, cache, remat,
                                    trunk, cfg.num_layers)
     if last_only:
-        x = x[:, -1:]
+        x = x[:, -int(last_only):]
     x = base.rms_norm(x, params["norm"], cfg.rms_eps, unit_offset=True)
     w = params["embed"].T if cfg.tie_embeddings else params["lm_head"]                # [D, V]
     logits = base.unembed(x, w)

@@ -1,8 +1,8 @@
-"""Cleanup (Melting Pot `clean_up`) option libraries, burn-in and menus (a `GameLibrary`).
+"""Cleanup (Melting Pot `clean_up`) option libraries: `LIBRARY`, a `MeltingPotGameLibrary`.
 
 Two candidate libraries, as two samples of the Stage-1 prompt would give (paper §6.1, "each
 training seed draws one candidate library"). They are the registry's variants of the game, so
-`omjax guards --game cleanup --layout lib_b` builds the second one; `SCHEMA` is their union
+`omjax guards --game cleanup --layout lib_b` builds the second one; `LIBRARY.SCHEMA` is their union
 (option and feature names never collide), which is what records and guard files are read with.
 
 lib_a (the paper's schematic menu):

@@ -1,6 +1,6 @@
-"""Commons Harvest (Melting Pot `commons_harvest__open`) option libraries, burn-in and menus.
+"""Commons Harvest (Melting Pot `commons_harvest__open`) option libraries: `LIBRARY`.
 
-Two candidate libraries (registry variants; `SCHEMA` is their union, see `omjax.options.cleanup`):
+Two candidate libraries (registry variants; `LIBRARY.SCHEMA` is their union, see `omjax.options.cleanup`):
 
 lib_a:  eat apple @ (x, y) [apple]   go to the patch at (x, y) [patch]   wait
 lib_b:  pick the apple at (x, y) [apple]   harvest one apple from the patch at (x, y) [patch]

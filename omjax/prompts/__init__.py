@@ -3,7 +3,9 @@
 * `reply`: the two-line response contract (`state: ...` / `choice: <letter>`) and its tolerant
   parser; `ParseFailure` rules live in `omjax.train.rollout`.
 * `chat`: rendering a (system, user, assistant-prefix) triple through a backbone's chat template.
-* `overcooked`: the Overcooked-AI system and user messages and the state label.
+* `interface`: what an action interface adds to any game's prompt (the menu paragraph, the reply
+  contract, the closing action block); the game builders take the interface as an argument.
+* `overcooked`, `meltingpot`: each game's system and user messages and state labels.
 * `Memory`: the per-agent memory block (last macros, team reward over a window).
 """
 

@@ -65,8 +65,14 @@ def _state_label(text: str) -> str | None:
     return None
 
 
-def format_reply(state: str, choice: str | None = None) -> str:
-    """The reply text of the contract; without `choice` it stops after `choice:` (the scoring
-    prefix of letter mode, where the letter is the next token)."""
-    head = f"state: {state}\nchoice:"
+def format_reply(state: str | None, choice: str | None = None) -> str:
+    """The reply text of the contract; `state=None` leaves out the state line
+    (`policy.state_line=none`). Without `choice` it stops after `choice:` (where letter mode
+    scores the letter as the next token)."""
+    head = "choice:" if state is None else f"{STATE_PREFIX} {state}\nchoice:"
     return head if choice is None else f"{head} {choice}"
+
+
+STATE_PREFIX = "state:"
+"""How a reply starts when it has a state line: a letter-mode prompt ends here and each state
+label is scored as a continuation `" <label>\nchoice:"` of it."""

@@ -2,21 +2,30 @@
 
 Two decision modes (config `policy.decision_mode`):
 
-* `letter`: the prompt ends with the reply prefix `state: <label>\\nchoice:`; one forward gives
-  the logits of the next token, and the policy is the softmax (at the sampling temperature) over
-  the tokens of the visible menu letters (`" A"`, `" B"`, ...). The probability of the choice is
-  exact, so the KL to the reference is exact too.
+* `letter`: the model scores its own two-line reply (paper §5.1). The prompt ends with
+  `state:` and every state label of the game is a branch `" <label>\\nchoice:"` after it; one
+  forward scores all branches at once (branch attention masks, `omjax.models.base`; a
+  recurrent family, which cannot mask them, runs one copy of the prompt per branch). The
+  label distribution is the softmax of each label's total token log-prob (at the sampling
+  temperature); given the label, the choice is the softmax over the menu letters' tokens
+  (`" A"`, `" B"`, ...) after that branch's `choice:`. A decision is a (label, letter) pair
+  drawn from this joint distribution, so its probability, the PPO ratio and the KL to the
+  reference are exact, and every reply parses. `policy.state_line=oracle` has one branch, the
+  true label (the documented departure: the label is given, not chosen); `none` has one
+  branch `choice:` with no state line.
 * `sample`: the two-line reply is generated token by token (KV cache) at the sampling
   temperature and parsed; the policy probability of a decision is that of its reply tokens.
 
 Each mode provides `policy_fn(base, lora, inputs) -> PolicyOut` for the update (see
-`omjax.train.update`) and a jitted `decide`/`generate` over a bank: every row of a batch names
-its agent, gathers that agent's adapter from the bank inside the jitted call, and the rows are
+`omjax.train.update`), `prefill` (the shared prompt prefix under every adapter of a bank) and
+a jitted `decide`/`generate` over a bank: every row of a batch carries an int32 bank index,
+gathers that adapter (and its prefix cache) inside the jitted call, and the rows are
 `jax.vmap`ped, so all pending decisions of all agents go to the backbone in one call.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
@@ -24,66 +33,88 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from omjax.options.menu import letter as menu_letter
+from omjax.models import inference
+from omjax.prompts.reply import STATE_PREFIX, format_reply
 from omjax.train.update import PolicyOut
 
 # Logit given to letters outside the menu: finite, so masked slots never produce inf - inf.
 _MASKED = -1e9
 
 
-def pow2_at_least(n: int, floor: int = 1) -> int:
-    out = floor
-    while out < n:
-        out *= 2
-    return out
+@dataclasses.dataclass(frozen=True)
+class Branches:
+    """The continuations a letter-mode decision scores after its prompt, one per state label."""
+
+    labels: tuple[str | None, ...]
+    """The state label of each branch (None: no state line)."""
+    tokens: tuple[tuple[int, ...], ...]
+    """Each branch's token ids, ending at `choice:` (where the letter is scored)."""
+    label_len: tuple[int, ...]
+    """How many leading tokens of each branch spell its label (the tokens the label's
+    log-prob sums over)."""
+
+    @property
+    def width(self) -> int:
+        """Tokens per branch slot in the packed arrays (a power of two, so shapes repeat)."""
+        return inference.pow2_at_least(max(len(t) for t in self.tokens), 4)
 
 
-def pad_left(seqs: Sequence[Sequence[int]], length: int, pad_id: int = 0) -> tuple[np.ndarray, np.ndarray]:
-    """Left-pad token lists to `length`: (ids int32 [N, L], mask int32 [N, L])."""
-    ids = np.full((len(seqs), length), pad_id, np.int32)
-    mask = np.zeros((len(seqs), length), np.int32)
-    for r, s in enumerate(seqs):
-        if len(s) > length:
-            raise ValueError(f"sequence of {len(s)} tokens does not fit the padded length {length}")
-        if len(s):
-            ids[r, length - len(s):] = s
-            mask[r, length - len(s):] = 1
-    return ids, mask
+def assistant_prefix(state_line: str) -> str:
+    """Where a letter-mode prompt stops: before the state label, or before `choice:`."""
+    return "" if state_line == "none" else STATE_PREFIX
 
 
-def letter_token_ids(tokenizer: Any, letters: Sequence[str]) -> list[int]:
-    """Token id of `" " + letter` for each letter; each must be exactly one token, or letter mode
-    could not score it at a single position."""
-    out = []
-    for letter in letters:
-        ids = _letter_ids(tokenizer, letter)
-        if len(ids) != 1:
-            raise ValueError(f"menu letter {letter!r} is {len(ids)} tokens in this tokenizer ({ids}); "
-                             "letter mode needs one token per letter (use policy.decision_mode=sample)")
-        out.append(int(ids[0]))
-    return out
+def make_branches(tokenizer: Any, labels: Sequence[str | None]) -> Branches:
+    """The branches of `labels` (a single None: the reply without a state line)."""
+    if not labels:
+        raise ValueError("a letter-mode decision needs at least one state label")
+    if len(set(labels)) != len(labels):
+        raise ValueError(f"state labels repeat: {list(labels)}")
+    tokens, label_len = [], []
+    for label in labels:
+        if label is None:
+            text, head = format_reply(None), []
+        else:
+            text = format_reply(label)[len(STATE_PREFIX):]
+            head = inference.encode(tokenizer, " " + label)
+        ids = inference.encode(tokenizer, text)
+        if ids[:len(head)] != head:
+            raise ValueError(f"state label {label!r} tokenises differently before '\\nchoice:' ({ids}) "
+                             f"than alone ({head}); letter mode cannot score its tokens")
+        tokens.append(tuple(int(t) for t in ids))
+        label_len.append(len(head))
+    return Branches(tuple(labels), tuple(tokens), tuple(label_len))
 
 
-def _letter_ids(tokenizer: Any, letter: str) -> list[int]:
-    """Token ids of a menu letter as it follows `choice:` in a reply."""
-    return tokenizer.encode(" " + letter, add_special_tokens=False)
+def pack_branches(branches: Sequence[Branches], rows: int, n_labels: int, width: int,
+                  pad_id: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The branch block that follows each prompt: (tokens int32 [R, L*W], segments int32
+    [R, L*W] (branch l is segment 2 + l, padding 0), label_mask bool [R, L, W] (the label's
+    tokens), end int32 [R, L] (the column in the block of each branch's last token, `choice:`)).
+    Rows past `len(branches)` are padding (no branch tokens)."""
+    tokens = np.full((rows, n_labels * width), pad_id, np.int32)
+    segments = np.zeros((rows, n_labels * width), np.int32)
+    label_mask = np.zeros((rows, n_labels, width), bool)
+    end = np.zeros((rows, n_labels), np.int32)
+    for j, b in enumerate(branches):
+        if len(b.tokens) != n_labels:
+            raise ValueError(f"decision {j} has {len(b.tokens)} state branches, the batch {n_labels}")
+        for l, (ids, k) in enumerate(zip(b.tokens, b.label_len)):
+            tokens[j, l * width: l * width + len(ids)] = ids
+            segments[j, l * width: l * width + len(ids)] = 2 + l
+            label_mask[j, l, :k] = True
+            end[j, l] = l * width + len(ids) - 1
+    return tokens, segments, label_mask, end
 
 
-def single_token_letters(tokenizer: Any, n: int) -> list[str]:
-    """The first `n` menu letters (A .. Z, AA, AB, ...) that are one token as `" " + letter`:
-    the labels letter mode can score. Past Z a tokenizer lacks some two-letter tokens (SmolLM2:
-    18 of AA .. DZ), so menus longer than 26 entries take the next letter it has."""
-    out: list[str] = []
-    k = 0
-    while len(out) < n:
-        candidate = menu_letter(k)
-        if len(candidate) > 3:
-            raise ValueError(f"the tokenizer has only {len(out)} single-token menu letters up to ZZZ; "
-                             f"a menu of {n} entries cannot be scored in letter mode (use policy.decision_mode=sample)")
-        if len(_letter_ids(tokenizer, candidate)) == 1:
-            out.append(candidate)
-        k += 1
-    return out
+def branch_rows(tokens: jax.Array, mask: jax.Array, n_labels: int, width: int) -> tuple[jax.Array, jax.Array]:
+    """[P, T + L*W] prompts with their branch blocks -> [P*L, T + W]: each prompt once per
+    branch (for families that cannot mask branches from each other, `family.SEGMENTS`)."""
+    p, total = tokens.shape
+    t = total - n_labels * width
+    spread = lambda x: jnp.concatenate([jnp.repeat(x[:, :t], n_labels, axis=0),
+                                        x[:, t:].reshape(p * n_labels, width)], axis=1)
+    return spread(tokens), spread(mask)
 
 
 def add_trunk(policy: Any, base: Any, inputs: dict) -> dict:
@@ -91,64 +122,130 @@ def add_trunk(policy: Any, base: Any, inputs: dict) -> dict:
     layers (`policy.frozen_layers` > 0): the update's `prepare_fn`, run once per round."""
     if not policy.frozen_layers:
         return inputs
-    trunk = policy.family.trunk(base, policy.config, inputs["tokens"], attention_mask=inputs["mask"],
-                                n_layers=policy.frozen_layers)
+    tokens, mask = policy.sequences(inputs)
+    trunk = policy.family.trunk(base, policy.config, tokens, attention_mask=mask, n_layers=policy.frozen_layers)
     return {**inputs, "trunk": trunk}
 
 
-def _gather(bank: Any, agents: jax.Array) -> Any:
-    """Adapter of each row: leaves [A, ...] -> [R, ...]."""
-    return jax.tree.map(lambda x: x[agents], bank)
+def _gather(tree: Any, rows: jax.Array) -> Any:
+    """Bank entry of each row: leaves [A, ...] -> [R, ...]."""
+    return jax.tree.map(lambda x: x[rows], tree)
 
 
-class LetterPolicy:
-    """Constrained menu-letter scoring on a backbone `model` (`omjax.models.load` result).
+class _BankPolicy:
+    """What both decision modes share: the backbone, the adapter scale, the sampling
+    temperature, the frozen trunk and the shared-prefix caches of a bank."""
 
-    inputs (per agent, P decisions): `tokens` int32 [P, T] and `mask` [P, T] (left-padded prompt
-    ending in `choice:`), `letters` int32 [P, M] letter token ids, `menu_mask` bool [P, M],
-    `action` int32 [P] index of the chosen letter.
+    def __init__(self, family: Any, config: Any, lora_scale: float, temperature: float, remat: bool,
+                 frozen_layers: int):
+        self.family, self.config = family, config
+        self.lora_scale, self.temperature, self.remat = float(lora_scale), float(temperature), remat
+        self.frozen_layers = int(frozen_layers)
+        one = lambda base, lora, tokens, mask: inference.prefill(family, base, config, tokens, mask, lora=lora,
+                                                                 lora_scale=self.lora_scale)
+        self._prefill = jax.jit(jax.vmap(one, in_axes=(None, 0, None, None)))
+
+    prepare = add_trunk  # prepare(base, inputs): the update's once-per-round frozen trunk
+
+    def sequences(self, inputs: dict) -> tuple[jax.Array, jax.Array]:
+        """The token rows the backbone runs for `inputs`."""
+        return inputs["tokens"], inputs["mask"]
+
+    def prefill(self, base: Any, bank: Any, prefix: Sequence[int]) -> dict:
+        """The cache of the shared prompt prefix under each adapter of `bank`: leaves [A, 1, ...].
+        Valid until the bank changes (the prefix's keys and values depend on the adapter)."""
+        tokens, mask = inference.prefix_arrays(prefix)
+        return self._prefill(base, bank, jnp.asarray(tokens), jnp.asarray(mask))
+
+
+class LetterPolicy(_BankPolicy):
+    """The joint (state label, menu letter) policy of letter mode on a backbone `model`
+    (`omjax.models.load` result).
+
+    inputs (per agent, P decisions, L branches of W tokens): `tokens` int32 [P, T + L*W] and
+    `mask` [P, T + L*W]: the left-padded prompt (in rollouts, the part after the cached shared
+    prefix), then the branch block with segments 2 + l (`pack_branches`); `label_mask` bool
+    [P, L, W]; `end` int32 [P, L]; `letters` int32 [P, M] letter token ids, `menu_mask` bool
+    [P, M]; `state` int32 [P] and `action` int32 [P]: the chosen branch and menu slot.
     """
 
     kl_kind = "exact"
 
     def __init__(self, family: Any, config: Any, lora_scale: float, temperature: float, remat: bool = True,
                  frozen_layers: int = 0):
-        self.family, self.config = family, config
-        self.lora_scale, self.temperature, self.remat = float(lora_scale), float(temperature), remat
-        self.frozen_layers = int(frozen_layers)
-        rows = jax.vmap(self._decide_one, in_axes=(None, 0, 0, 0))
-        self._decide = jax.jit(lambda base, bank, agents, inputs, keys: rows(base, _gather(bank, agents), inputs, keys))
+        super().__init__(family, config, lora_scale, temperature, remat, frozen_layers)
+        # A recurrent family runs each branch in its own copy of the prompt: exact too, at L
+        # times the prompt's compute.
+        self.one_row_per_branch = not family.SEGMENTS
+        rows = jax.vmap(self._decide_one, in_axes=(None, 0, 0, 0, 0))
 
-    def menu_logp(self, base: Any, lora: Any, inputs: dict) -> jax.Array:
-        """[P, M] log-probs over the menu slots (0 on slots that are not on the menu)."""
-        logits, _ = self.family.forward(base, self.config, inputs["tokens"], attention_mask=inputs["mask"],
-                                        lora=lora, lora_scale=self.lora_scale, last_only=True,
+        def decide(base, bank, caches, index, inputs, keys):
+            cache = None if caches is None else _gather(caches, index)
+            return rows(base, _gather(bank, index), cache, inputs, keys)
+
+        self._decide = jax.jit(decide)
+
+    def joint_logp(self, base: Any, lora: Any, inputs: dict, cache: dict | None = None) -> jax.Array:
+        """[P, L, M] log-probs of (state branch, menu slot) pairs (0 off the menu). With `cache`
+        (batch-1 shared prefix), `tokens` continue it."""
+        p, n_labels, width = inputs["label_mask"].shape
+        n = n_labels * width
+        tokens, mask = self.sequences(inputs)
+        split = tokens.shape[0] != p
+        if cache is not None:
+            cache = inference.extend_for(cache, tokens.shape[0], tokens.shape[1])
+        logits, _ = self.family.forward(base, self.config, tokens, attention_mask=mask, lora=lora,
+                                        lora_scale=self.lora_scale, cache=cache,
+                                        last_only=width + 1 if split else n + 1,
                                         remat=self.remat, trunk=inputs.get("trunk"))
-        letter_logits = jnp.take_along_axis(logits[:, -1, :], inputs["letters"], axis=-1)  # [P, M]
-        letter_logits = jnp.where(inputs["menu_mask"], letter_logits / self.temperature, _MASKED)
-        return jnp.where(inputs["menu_mask"], jax.nn.log_softmax(letter_logits, axis=-1), 0.0)
+        if split:  # [P*L, 1 + W, V] -> the layout of one row per prompt
+            logits = logits.reshape(p, n_labels, width + 1, -1)
+            logits = jnp.concatenate([logits[:, 0, :1], logits[:, :, 1:].reshape(p, n, -1)], axis=1)
+        logits = logits / self.temperature  # [P, 1 + L*W, V]: the prompt's last token, then the block
+        # Branch l's token j is predicted by the prompt's last token (j = 0) or by its token j - 1.
+        pred = np.concatenate([np.zeros((n_labels, 1), np.int32),
+                               1 + np.arange(n_labels)[:, None] * width + np.arange(width - 1)[None]], axis=1)
+        block = inputs["tokens"][:, -n:]  # [P, L*W]
+        tok_logp = jnp.take_along_axis(jax.nn.log_softmax(logits[:, pred.reshape(-1)], axis=-1),
+                                       block[:, :, None], axis=-1)[..., 0].reshape(p, n_labels, width)
+        label_logp = jax.nn.log_softmax(jnp.sum(jnp.where(inputs["label_mask"], tok_logp, 0.0), axis=-1), axis=-1)
+        at_choice = jnp.take_along_axis(logits, 1 + inputs["end"][:, :, None], axis=1)  # [P, L, V]
+        letter_logits = jnp.take_along_axis(at_choice, inputs["letters"][:, None, :], axis=-1)  # [P, L, M]
+        menu = inputs["menu_mask"][:, None, :]
+        letter_logp = jax.nn.log_softmax(jnp.where(menu, letter_logits, _MASKED), axis=-1)
+        return jnp.where(menu, label_logp[:, :, None] + letter_logp, 0.0)
 
-    prepare = add_trunk  # prepare(base, inputs): the update's once-per-round frozen trunk
+    def sequences(self, inputs: dict) -> tuple[jax.Array, jax.Array]:
+        _, n_labels, width = inputs["label_mask"].shape
+        if self.one_row_per_branch and n_labels > 1:
+            return branch_rows(inputs["tokens"], inputs["mask"], n_labels, width)
+        return inputs["tokens"], inputs["mask"]
 
     def policy_fn(self, base: Any, lora: Any, inputs: dict) -> PolicyOut:
-        logp = self.menu_logp(base, lora, inputs)  # [P, M]
-        chosen = jnp.take_along_axis(logp, inputs["action"][:, None], axis=-1)[:, 0]  # [P]
-        return PolicyOut(logp=chosen, dist=logp, dist_mask=inputs["menu_mask"])
+        joint = self.joint_logp(base, lora, inputs)  # [P, L, M]
+        p, n_labels, m = joint.shape
+        chosen = joint[jnp.arange(p), inputs["state"], inputs["action"]]  # [P]
+        mask = jnp.broadcast_to(inputs["menu_mask"][:, None, :], joint.shape)
+        return PolicyOut(logp=chosen, dist=joint.reshape(p, n_labels * m), dist_mask=mask.reshape(p, n_labels * m))
 
-    def _decide_one(self, base, lora, inputs, key):
-        logp = self.menu_logp(base, lora, inputs)  # [P, M]
-        action = jax.random.categorical(key, jnp.where(inputs["menu_mask"], logp, -jnp.inf), axis=-1)
-        chosen = jnp.take_along_axis(logp, action[:, None], axis=-1)[:, 0]
-        return action.astype(jnp.int32), chosen
+    def _decide_one(self, base, lora, cache, inputs, key):
+        joint = self.joint_logp(base, lora, inputs, cache)  # [P, L, M]
+        p, _, m = joint.shape
+        flat = jnp.where(inputs["menu_mask"][:, None, :], joint, -jnp.inf).reshape(p, -1)
+        pick = jax.random.categorical(key, flat, axis=-1)  # [P]
+        return (pick // m).astype(jnp.int32), (pick % m).astype(jnp.int32), jnp.take_along_axis(flat, pick[:, None], -1)[:, 0]
 
-    def decide(self, base: Any, bank: Any, agents: np.ndarray, inputs: dict, keys: jax.Array):
-        """Sample one menu letter per row: `agents` int [R] (whose adapter), inputs `[R, P, ...]`,
-        keys `[R]`. Returns (action int32 [R, P], log-prob float32 [R, P]) as NumPy."""
-        action, logp = self._decide(base, bank, jnp.asarray(agents, jnp.int32), inputs, keys)
-        return np.asarray(action), np.asarray(logp)
+    def decide(self, base: Any, bank: Any, index: np.ndarray, inputs: dict, keys: jax.Array,
+               caches: dict | None = None):
+        """Draw one (state, letter) pair per row: `index` int [R] (the row's bank entry), inputs
+        `[R, P, ...]`, keys `[R]`, `caches` the bank's `prefill` (then `tokens` continue it) or
+        None (whole prompts). Returns (state int32 [R, P], action int32 [R, P], log-prob float32
+        [R, P]) as NumPy."""
+        state, action, logp = self._decide(base, bank, caches, jnp.asarray(index, jnp.int32), inputs, keys)
+        return np.asarray(state), np.asarray(action), np.asarray(logp)
 
 
-class SamplePolicy:
+class SamplePolicy(_BankPolicy):
     """Free generation of the two-line reply, scored token by token.
 
     inputs (per agent, P decisions): `tokens` int32 [P, T] and `mask` [P, T] holding the
@@ -160,15 +257,17 @@ class SamplePolicy:
     def __init__(self, family: Any, config: Any, lora_scale: float, temperature: float,
                  max_new_tokens: int, stop_ids: Sequence[int], pad_id: int, remat: bool = True,
                  frozen_layers: int = 0):
-        self.family, self.config = family, config
-        self.lora_scale, self.temperature, self.remat = float(lora_scale), float(temperature), remat
-        self.frozen_layers = int(frozen_layers)
+        super().__init__(family, config, lora_scale, temperature, remat, frozen_layers)
         self.max_new_tokens = int(max_new_tokens)
         self.stop_ids = tuple(int(i) for i in stop_ids)
         self.pad_id = int(pad_id)
-        rows = jax.vmap(self._generate_one, in_axes=(None, 0, 0, 0, 0))
-        self._generate = jax.jit(
-            lambda base, bank, agents, tokens, mask, keys: rows(base, _gather(bank, agents), tokens, mask, keys))
+        rows = jax.vmap(self._generate_one, in_axes=(None, 0, 0, 0, 0, 0))
+
+        def generate(base, bank, caches, index, tokens, mask, keys):
+            cache = None if caches is None else _gather(caches, index)
+            return rows(base, _gather(bank, index), cache, tokens, mask, keys)
+
+        self._generate = jax.jit(generate)
 
     def token_logp(self, base, lora, inputs) -> jax.Array:
         """[P, T-1] log-prob of token t+1 given tokens <= t."""
@@ -178,41 +277,31 @@ class SamplePolicy:
         logp = jax.nn.log_softmax(logits[:, :-1] / self.temperature, axis=-1)  # [P, T-1, V]
         return jnp.take_along_axis(logp, inputs["tokens"][:, 1:, None], axis=-1)[..., 0]
 
-    prepare = add_trunk
-
     def policy_fn(self, base, lora, inputs) -> PolicyOut:
         mask = inputs["reply_mask"][:, 1:]  # [P, T-1] targets that are reply tokens
         tok = jnp.where(mask, self.token_logp(base, lora, inputs), 0.0)
         return PolicyOut(logp=jnp.sum(tok, axis=-1), dist=tok, dist_mask=mask)
 
-    def _generate_one(self, base, lora, tokens, mask, key):
+    def _generate_one(self, base, lora, cache, tokens, mask, key):
         p, t = tokens.shape
-        cache = self.family.init_cache(self.config, p, t + self.max_new_tokens, jnp.float32)
+        extra = t + self.max_new_tokens
+        if cache is None:
+            cache = self.family.init_cache(self.config, p, extra, base["embed"].dtype)
+        else:
+            cache = inference.extend_for(cache, p, extra)
         logits, cache = self.family.forward(base, self.config, tokens, attention_mask=mask, lora=lora,
                                             lora_scale=self.lora_scale, cache=cache, last_only=True)
-        stops = jnp.asarray(self.stop_ids, jnp.int32)
+        return inference.decode(self.family, base, self.config, logits, cache, key, max_new=self.max_new_tokens,
+                                stop_ids=jnp.asarray(self.stop_ids, jnp.int32), pad_id=self.pad_id,
+                                temperature=jnp.float32(self.temperature), lora=lora, lora_scale=self.lora_scale,
+                                done=jnp.sum(mask, axis=1) == 0)
 
-        def step(carry, k):
-            logits, cache, done = carry
-            logp = jax.nn.log_softmax(logits[:, -1] / self.temperature, axis=-1)  # [P, V]
-            tok = jax.random.categorical(k, logp, axis=-1).astype(jnp.int32)  # [P]
-            tok_logp = jnp.take_along_axis(logp, tok[:, None], axis=-1)[:, 0]
-            live = ~done
-            tok = jnp.where(live, tok, self.pad_id)
-            nxt, cache = self.family.forward(base, self.config, tok[:, None], attention_mask=live[:, None],
-                                             lora=lora, lora_scale=self.lora_scale, cache=cache)
-            done = done | jnp.isin(tok, stops)
-            return (nxt, cache, done), (tok, jnp.where(live, tok_logp, 0.0), live)
-
-        keys = jax.random.split(key, self.max_new_tokens)
-        _, (toks, logps, live) = jax.lax.scan(step, (logits, cache, jnp.zeros(p, bool)), keys)
-        return toks.T, logps.T, live.T  # [P, L] each
-
-    def generate(self, base, bank, agents, tokens, mask, keys):
-        """Sample replies: `agents` int [R] (whose adapter), tokens/mask `[R, P, T]`, keys `[R]`.
+    def generate(self, base, bank, index, tokens, mask, keys, caches: dict | None = None):
+        """Sample replies: `index` int [R] (the row's bank entry), tokens/mask `[R, P, T]` (the
+        part after the cached prefix when `caches` is given), keys `[R]`.
 
         Returns (reply ids int32 [R, P, L], per-token log-probs [R, P, L], live mask [R, P, L]);
         generation of a row stops after its first stop token (which is kept).
         """
-        toks, logps, live = self._generate(base, bank, jnp.asarray(agents, jnp.int32), tokens, mask, keys)
+        toks, logps, live = self._generate(base, bank, caches, jnp.asarray(index, jnp.int32), tokens, mask, keys)
         return np.asarray(toks), np.asarray(logps), np.asarray(live)

@@ -2,10 +2,17 @@
 
 At every env step, every agent of every episode whose option has terminated needs a decision.
 All of them are rendered (system + user message through the chat template), padded together and
-sent to the backbone in ONE batched call, each row with its own agent's adapter (rows gather
-their adapter from the bank). Each decision is recorded with its prompt tokens, reply tokens,
-old log-prob, menu, agent and env step; each episode's team return is the sum of its team
-rewards.
+sent to the backbone in ONE batched call, each row with its own bank entry's adapter (rows
+gather their adapter from the bank). The shared prefix of the prompts (the chat template's
+header and the game's fixed system message) is prefilled once per round under every adapter
+(`Decider.prefill`), so each decision runs only its own tokens on a copy of that cache. Each
+decision is recorded with its prompt tokens, reply tokens, old log-prob, menu, agent and env
+step; each episode's team return is the sum of its team rewards.
+
+`collect_group` steps the K rollouts of several training seeds together: seed slot s owns
+rollouts s*K .. s*K+K-1 of the game and adapters s*A .. s*A+A-1 of the bank, and every random
+draw of a decision (its sampling key, its fallback) comes from its own seed, episode, agent and
+step, so a seed's rollouts are those it would collect alone.
 
 Games and action interfaces are `omjax.games.Game`s (`omjax.games.make_game`).
 """
@@ -17,15 +24,24 @@ import functools
 from typing import Any, Callable
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 from tqdm.auto import tqdm
 
 from omjax.config import PolicyConfig
 from omjax.games.base import Game
-from omjax.models.inference import bucket
+from omjax.models import inference
 from omjax.options.menu import MenuItem
 from omjax.prompts import Memory, format_reply, parse_reply, render_chat
-from omjax.train.policy import LetterPolicy, SamplePolicy, letter_token_ids, pad_left, pow2_at_least, single_token_letters
+from omjax.train.policy import Branches, LetterPolicy, SamplePolicy, assistant_prefix, make_branches, pack_branches
+
+# The user turn's placeholder when rendering the template up to the user's text (the shared
+# prefix), and user texts whose first characters could merge with the template's last tokens.
+_USER = "\x00user\x00"
+_PROBES = ("You are", "\n", " -", "[")
+_LENGTH_STEP = 128
+# Calls of a round pad to at least min(this, every agent of every episode) rows.
+_MIN_ROWS = 4
 
 
 @dataclasses.dataclass
@@ -36,9 +52,10 @@ class Decision:
     agent: int
     step: int
     prompt_ids: list[int]
-    """Token ids the backbone read (chat template; in letter mode ending in `choice:`)."""
+    """Token ids the backbone read (chat template; in letter mode ending in `state:`, or in
+    `choice:` under `policy.state_line=none`)."""
     reply_ids: list[int]
-    """Token ids of the reply: the chosen letter's token (letter mode) or the sampled reply."""
+    """Token ids of the reply: the chosen branch and letter (letter mode) or the sampled reply."""
     reply: str
     menu: list[MenuItem]
     action: int
@@ -47,6 +64,10 @@ class Decision:
     """Log-prob of the reply under the adapter that collected it (the old policy)."""
     parsed: bool
     """False when a sampled reply named no menu letter and the failure rule chose instead."""
+    branches: Branches | None = None
+    """Letter mode: the state branches the decision was scored over."""
+    state: int = 0
+    """Letter mode: the chosen branch (the model's state label)."""
 
 
 @dataclasses.dataclass
@@ -85,6 +106,44 @@ class Request:
     fallback: int
     parse: Callable[[str], int | None] | None = None
     """The game's own reply parser (menu position or None), e.g. compound-JSON; else the two-line one."""
+    adapter: int = 0
+    """Row of the adapter bank that decides (seed slot s, agent a: s*A + a)."""
+    rng: np.random.Generator | None = None
+    """Draws the menu position when a reply does not parse (`on_parse_failure: random`)."""
+    branches: Branches | None = None
+    """Letter mode: the state branches to score."""
+
+
+@dataclasses.dataclass
+class Outcome:
+    """What the decider made of one request."""
+
+    action: int
+    prompt_ids: list[int]
+    reply_ids: list[int]
+    reply: str
+    logp: float
+    parsed: bool
+    state: int = 0
+
+
+@dataclasses.dataclass
+class Prefix:
+    """The shared prompt prefix of a round and its cache under every adapter of the bank."""
+
+    ids: list[int]
+    caches: Any
+    """Cache pytree, leaves [bank entries, 1, ...] (`LetterPolicy.prefill`)."""
+
+
+def letter_shape(menus: list[list[MenuItem]], branches: list[Branches]) -> tuple[int, int, int]:
+    """(state branches, tokens per branch, menu slots) of a letter-mode batch; the widths are
+    powers of two so batches of similar decisions share one compiled program."""
+    n_labels = {len(b.tokens) for b in branches}
+    if len(n_labels) != 1:
+        raise ValueError(f"decisions of one batch score different numbers of state labels: {sorted(n_labels)}")
+    return (n_labels.pop(), max(b.width for b in branches),
+            inference.pow2_at_least(max(len(m) for m in menus), 8))
 
 
 class Decider:
@@ -92,65 +151,128 @@ class Decider:
 
     def __init__(self, policy: LetterPolicy | SamplePolicy, tokenizer: Any, cfg: PolicyConfig):
         self.policy, self.tokenizer, self.cfg = policy, tokenizer, cfg
+        self.letter_mode = isinstance(policy, LetterPolicy)
         self.pad_id = int(tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0)
         self._letter_ids: dict[str, int] = {}
         self._alphabet: list[str] = []
+        self._branches: dict[tuple, Branches] = {}
+        self._prefix_ids: dict[str, list[int]] = {}
 
     def encode(self, text: str) -> list[int]:
-        # The chat template already wrote every special token the model expects.
-        return list(self.tokenizer.encode(text, add_special_tokens=False))
+        return inference.encode(self.tokenizer, text)
+
+    def prompt(self, system: str, user: str) -> str:
+        """The text the backbone reads for one decision (letter mode: up to the scored part)."""
+        return render_chat(self.tokenizer, system, user, assistant_prefix(self.cfg.state_line) if self.letter_mode else "")
+
+    def prefix_ids(self, system: str) -> list[int]:
+        """Tokens every prompt with this system message starts with: the template up to the
+        user's text, less any tail token that merges with what follows it (probed with a few
+        user texts; `inference.strip_prefix` checks every real prompt)."""
+        if system not in self._prefix_ids:
+            head, sep, _ = render_chat(self.tokenizer, system, _USER).partition(_USER)
+            if not sep:
+                raise ValueError("the chat template does not show the user's text verbatim")
+            ids = self.encode(head)
+            for probe in _PROBES:
+                full = self.encode(render_chat(self.tokenizer, system, probe))
+                n = next((j for j, (a, b) in enumerate(zip(ids, full)) if a != b), min(len(ids), len(full)))
+                ids = ids[:n]
+            self._prefix_ids[system] = ids
+        return self._prefix_ids[system]
+
+    def prefill(self, base: Any, bank: Any, system: str) -> Prefix:
+        """The shared prefix of every prompt under `system`, prefilled under each adapter of
+        `bank`: valid for decisions taken with this bank."""
+        ids = self.prefix_ids(system)
+        return Prefix(ids, self.policy.prefill(base, bank, ids))
+
+    def branches(self, labels: tuple[str | None, ...]) -> Branches:
+        """The tokenised state branches of `labels` (cached: a game has one label set)."""
+        if labels not in self._branches:
+            self._branches[labels] = make_branches(self.tokenizer, labels)
+        return self._branches[labels]
+
+    def state_branches(self, game: Game, k: int, agent: int) -> Branches:
+        """What the configured `policy.state_line` scores for one decision."""
+        line = self.cfg.state_line
+        if line == "model":
+            return self.branches(tuple(game.state_labels()))
+        if line == "oracle":
+            return self.branches((game.state_label(k, agent),))
+        return self.branches((None,))
 
     def labelled(self, menu: list[MenuItem]) -> list[MenuItem]:
         """The menu as this policy shows it. Games letter entry k with `menu.letter(k)`; letter
         mode needs every letter to be one token, so past Z entry k takes the tokenizer's k-th
-        single-token letter instead (`policy.single_token_letters`; A .. Z are unchanged)."""
-        if not isinstance(self.policy, LetterPolicy) or len(menu) <= 26:
+        single-token letter instead (`inference.single_token_letters`; A .. Z are unchanged)."""
+        if not self.letter_mode or len(menu) <= 26:
             return menu
         if len(self._alphabet) < len(menu):
-            self._alphabet = single_token_letters(self.tokenizer, len(menu))
+            self._alphabet = inference.single_token_letters(self.tokenizer, len(menu))
         return [it if it.letter == self._alphabet[k] else dataclasses.replace(it, letter=self._alphabet[k])
                 for k, it in enumerate(menu)]
 
     def letter_ids(self, letters: list[str]) -> list[int]:
         missing = [l for l in letters if l not in self._letter_ids]
         if missing:
-            self._letter_ids.update(zip(missing, letter_token_ids(self.tokenizer, missing)))
+            self._letter_ids.update(zip(missing, inference.letter_token_ids(self.tokenizer, missing)))
         return [self._letter_ids[l] for l in letters]
 
-    def decide(self, base: Any, bank: Any, requests: list[Request], key: jax.Array,
-               rng: np.random.Generator) -> list[tuple[int, list[int], list[int], str, float, bool]]:
-        """(menu position, prompt ids, reply ids, reply text, old log-prob, parsed) per request."""
+    def decide(self, base: Any, bank: Any, requests: list[Request], keys: jax.Array,
+               prefix: Prefix | None = None, min_rows: int = 1) -> list[Outcome]:
+        """One outcome per request; `keys` [len(requests)] are the requests' own sampling keys.
+        With `prefix` (from `prefill` under this `bank`) each prompt runs after the cached
+        prefix; without, whole; the decisions are the same. Rows are padded to a power of two
+        (at least `min_rows`) and lengths to a multiple of 128: every new shape compiles the
+        whole backbone (tens of seconds on a CPU), so a round's calls share few shapes."""
         prompts = [self.encode(r.prompt) for r in requests]
-        rows = pow2_at_least(len(requests))
-        length = bucket(max(len(p) for p in prompts), 64)
-        tokens, mask = pad_left(prompts + [[]] * (rows - len(requests)), length, self.pad_id)
-        agents = np.zeros(rows, np.int32)
-        agents[: len(requests)] = [r.agent for r in requests]
-        keys = jax.random.split(key, rows)
-        if isinstance(self.policy, LetterPolicy):
-            return self._letters(base, bank, agents, requests, prompts, tokens, mask, keys)
-        return self._sample(base, bank, agents, requests, prompts, tokens, mask, keys, rng)
+        seqs = prompts if prefix is None else inference.strip_prefix(prompts, prefix.ids)
+        rows = inference.pow2_at_least(max(len(requests), min_rows))
+        length = -(-max(len(p) for p in seqs) // _LENGTH_STEP) * _LENGTH_STEP
+        tokens, mask = inference.left_pad(seqs, length, self.pad_id, rows=rows)
+        index = np.zeros(rows, np.int32)
+        index[: len(requests)] = [r.adapter for r in requests]
+        keys = _pad_keys(keys, rows)
+        caches = None if prefix is None else prefix.caches
+        if self.letter_mode:
+            return self._letters(base, bank, index, requests, prompts, tokens, mask, keys, caches)
+        return self._sample(base, bank, index, requests, prompts, tokens, mask, keys, caches)
 
-    def _letters(self, base, bank, agents, requests, prompts, tokens, mask, keys):
+    def letter_inputs(self, menus: list[list[MenuItem]], branches: list[Branches], tokens: np.ndarray,
+                      mask: np.ndarray, shape: tuple[int, int, int] | None = None) -> dict:
+        """Letter-mode arrays `[N, ...]` of left-padded prompts `tokens`/`mask` [N, T] (N >= the
+        number of menus; the rest are padding rows): the prompts with their branch blocks,
+        `label_mask`, `end`, `letters`, `menu_mask`. `shape` (labels, branch width, menu width)
+        defaults to what these decisions need."""
+        n_labels, width, menu_width = shape or letter_shape(menus, branches)
         rows = tokens.shape[0]
-        width = pow2_at_least(max(len(r.menu) for r in requests), 8)
-        letters = np.zeros((rows, width), np.int32)
-        menu_mask = np.zeros((rows, width), bool)
-        for j, r in enumerate(requests):
-            letters[j, : len(r.menu)] = self.letter_ids([it.letter for it in r.menu])
-            menu_mask[j, : len(r.menu)] = True
-        menu_mask[len(requests):, 0] = True  # padding rows: a valid one-slot menu, output dropped
-        inputs = {"tokens": tokens[:, None], "mask": mask[:, None], "letters": letters[:, None],
-                  "menu_mask": menu_mask[:, None]}
-        action, logp = self.policy.decide(base, bank, agents, inputs, keys)  # [rows, 1]
+        block, segments, label_mask, end = pack_branches(branches, rows, n_labels, width, self.pad_id)
+        letters = np.zeros((rows, menu_width), np.int32)
+        menu_mask = np.zeros((rows, menu_width), bool)
+        menu_mask[:, 0] = True  # padding rows keep a one-slot menu so their softmax is finite
+        for j, menu in enumerate(menus):
+            letters[j, : len(menu)] = self.letter_ids([it.letter for it in menu])
+            menu_mask[j, : len(menu)] = True
+        return {"tokens": np.concatenate([tokens, block], axis=1), "mask": np.concatenate([mask, segments], axis=1),
+                "label_mask": label_mask, "end": end, "letters": letters, "menu_mask": menu_mask}
+
+    def _letters(self, base, bank, index, requests, prompts, tokens, mask, keys, caches):
+        branches = [r.branches for r in requests]
+        inputs = self.letter_inputs([r.menu for r in requests], branches, tokens, mask)
+        inputs = {name: x[:, None] for name, x in inputs.items()}  # one decision per row
+        state, action, logp = self.policy.decide(base, bank, index, inputs, keys, caches)  # [rows, 1]
         out = []
         for j, r in enumerate(requests):
-            a = int(action[j, 0])
-            out.append((a, prompts[j], [int(letters[j, a])], r.menu[a].letter, float(logp[j, 0]), True))
+            s, a = int(state[j, 0]), int(action[j, 0])
+            b = branches[j]
+            letter = r.menu[a].letter
+            out.append(Outcome(a, prompts[j], list(b.tokens[s]) + self.letter_ids([letter]),
+                               format_reply(b.labels[s], letter), float(logp[j, 0]), True, s))
         return out
 
-    def _sample(self, base, bank, agents, requests, prompts, tokens, mask, keys, rng):
-        toks, logps, live = self.policy.generate(base, bank, agents, tokens[:, None], mask[:, None], keys)
+    def _sample(self, base, bank, index, requests, prompts, tokens, mask, keys, caches):
+        toks, logps, live = self.policy.generate(base, bank, index, tokens[:, None], mask[:, None], keys, caches)
         out = []
         for j, r in enumerate(requests):
             n = int(live[j, 0].sum())
@@ -163,18 +285,19 @@ class Decider:
                 pos = None if reply is None else next(p for p, it in enumerate(r.menu) if it.letter == reply.choice)
             parsed = pos is not None
             if not parsed:
-                pos = self._fallback(r, rng)
-            out.append((pos, prompts[j], reply_ids, text, float(logps[j, 0, :n].sum()), parsed))
+                pos = self._fallback(r)
+            out.append(Outcome(pos, prompts[j], reply_ids, text, float(logps[j, 0, :n].sum()), parsed))
         return out
 
-
-    def _fallback(self, r: Request, rng: np.random.Generator) -> int:
+    def _fallback(self, r: Request) -> int:
         """Menu position taken when a reply does not parse (config `on_parse_failure`)."""
         if self.cfg.on_parse_failure == "wait":
             return r.fallback
         if self.cfg.on_parse_failure == "first":
             return 0
-        return int(rng.integers(len(r.menu)))
+        if r.rng is None:
+            raise ValueError("on_parse_failure=random needs the request's rng")
+        return int(r.rng.integers(len(r.menu)))
 
 
 def episode_seed(seed: int, round_idx: int, rollout: int) -> int:
@@ -182,58 +305,99 @@ def episode_seed(seed: int, round_idx: int, rollout: int) -> int:
     return int(np.random.SeedSequence([seed, round_idx, rollout]).generate_state(1)[0])
 
 
+@functools.partial(jax.jit, static_argnums=1)
+def _pad_keys(keys: jax.Array, rows: int) -> jax.Array:
+    """[n] request keys -> [rows] (padding rows reuse the first key; their output is dropped)."""
+    return jnp.concatenate([keys, jnp.broadcast_to(keys[:1], (rows - keys.shape[0],) + keys.shape[1:])])
+
+
+@jax.jit
+def _decision_keys(seed_keys: jax.Array, slot: jax.Array, rollout: jax.Array, agent: jax.Array,
+                   t: jax.Array) -> jax.Array:
+    """Sampling key of each pending decision, from its seed's round key [S] (by `slot` [R]), its
+    rollout within the seed, its agent and the env step: independent of what else is batched."""
+    one = lambda k, r, a: jax.random.fold_in(jax.random.fold_in(jax.random.fold_in(k, t), r), a)
+    return jax.vmap(one)(seed_keys[slot], rollout, agent)
+
+
 def collect(game: Game, decider: Decider, base: Any, bank: Any, n_rollouts: int, key: jax.Array,
             seed: int, round_idx: int, progress: bool = False,
-            on_step: Callable[[Game], None] | None = None, seeds: list[int] | None = None) -> RolloutBatch:
+            on_step: Callable[[Game], None] | None = None, episodes: list[int] | None = None) -> RolloutBatch:
     """Run `n_rollouts` joint episodes under the current bank (Algorithm 1, lines 2-5);
-    `on_step(game)` runs after every env step (the evaluation recorder). `seeds` (default:
-    `episode_seed(seed, round_idx, k)`, the training seeds) fixes each episode's seed directly,
+    `on_step(game)` runs after every env step (the evaluation recorder). `episodes` (default:
+    `episode_seed(seed, round_idx, k)`, the training seeds) sets each episode's seed directly,
     so held-out evaluation seeds (10000, 10001, ...) can run as one batch."""
+    n_adapters = jax.tree.leaves(bank)[0].shape[0]
+    return collect_group(game, decider, base, bank, n_rollouts, key[None], [seed], round_idx, n_adapters,
+                         progress, on_step, episodes)[0]
+
+
+def collect_group(game: Game, decider: Decider, base: Any, bank: Any, n_rollouts: int, keys: jax.Array,
+                  seeds: list[int], round_idx: int, adapters_per_seed: int, progress: bool = False,
+                  on_step: Callable[[Game], None] | None = None,
+                  episodes: list[int] | None = None) -> list[RolloutBatch]:
+    """The K = `n_rollouts` joint episodes of every seed, stepped together (one batched backbone
+    call per env step over all seeds' pending decisions); the game runs S x K episodes, `keys`
+    [S] are the seeds' round keys and `bank` their S x `adapters_per_seed` adapters. Returns one
+    `RolloutBatch` per seed, its rollouts numbered 0 .. K-1. `episodes` [S x K] overrides the
+    episode seeds (default `episode_seed(seed, round_idx, k)`)."""
     cfg = decider.cfg
-    if seeds is None:
-        seeds = [episode_seed(seed, round_idx, k) for k in range(n_rollouts)]
-    elif len(seeds) != n_rollouts:
-        raise ValueError(f"seeds has {len(seeds)} entries for n_rollouts={n_rollouts}")
-    game.reset(seeds)
-    n = game.n_agents
-    memories = [[Memory(cfg.memory_macros, cfg.reward_window) for _ in range(n)] for _ in range(n_rollouts)]
-    letter_rngs = [[np.random.default_rng([s, i]) for i in range(n)] for s in seeds]
-    fallback_rng = np.random.default_rng([seed, round_idx, 1 << 20])
-    returns = np.zeros(n_rollouts)
-    decisions: list[Decision] = []
-    choices = np.zeros((n_rollouts, n), np.int32)
+    n_seeds, n = len(seeds), game.n_agents
+    total = n_seeds * n_rollouts
+    if episodes is None:
+        episodes = [episode_seed(s, round_idx, k) for s in seeds for k in range(n_rollouts)]
+    elif len(episodes) != total:
+        raise ValueError(f"episodes has {len(episodes)} seeds for {n_seeds} x {n_rollouts} rollouts")
+    game.reset(episodes)
+    memories = [[Memory(cfg.memory_macros, cfg.reward_window) for _ in range(n)] for _ in range(total)]
+    letter_rngs = [[np.random.default_rng([e, i]) for i in range(n)] for e in episodes]
+    fallback_rngs = [np.random.default_rng([s, round_idx, 1 << 20]) for s in seeds]
+    returns = np.zeros(total)
+    decisions: list[list[Decision]] = [[] for _ in seeds]
+    choices = np.zeros((total, n), np.int32)
     system = game.system_message()
+    prefix = decider.prefill(base, bank, system)  # once per adapter version: the bank is fixed until the update
     bar = tqdm(range(game.horizon), desc=f"round {round_idx} rollouts", leave=False, disable=not progress)
     for t in bar:
         pending = np.argwhere(game.needs_decision())
         if len(pending):
             requests = []
             for k, i in pending:
-                menu = decider.labelled(game.menu(int(k), int(i), letter_rngs[k][i]))
+                k, i = int(k), int(i)
+                slot = k // n_rollouts
+                menu = decider.labelled(game.menu(k, i, letter_rngs[k][i]))
                 if not menu:
                     raise RuntimeError(f"rollout {k}, agent {i}, step {t}: the menu is empty")
-                user = game.user_message(int(k), int(i), menu, memories[k][i])
-                prefix = format_reply(game.state_label(int(k), int(i))) if isinstance(decider.policy, LetterPolicy) else ""
-                prompt = render_chat(decider.tokenizer, system, user, prefix)
-                parse = functools.partial(game.parse_choice, int(k), int(i), menu)
-                requests.append(Request(int(k), int(i), menu, prompt, game.fallback(int(k), int(i), menu), parse))
-            results = decider.decide(base, bank, requests, jax.random.fold_in(key, t), fallback_rng)
-            for req, (pos, prompt_ids, reply_ids, text, logp, parsed) in zip(requests, results):
-                item = req.menu[pos]
+                prompt = decider.prompt(system, game.user_message(k, i, menu, memories[k][i]))
+                parse = functools.partial(game.parse_choice, k, i, menu)
+                # A shared adapter (one per seed) serves every agent: agent % 1 == 0.
+                requests.append(Request(k, i, menu, prompt, game.fallback(k, i, menu), parse,
+                                        adapter=slot * adapters_per_seed + i % adapters_per_seed,
+                                        rng=fallback_rngs[slot],
+                                        branches=decider.state_branches(game, k, i) if decider.letter_mode else None))
+            slots = pending[:, 0] // n_rollouts
+            keys_t = _decision_keys(keys, jnp.asarray(slots, jnp.int32),
+                                    jnp.asarray(pending[:, 0] % n_rollouts, jnp.int32),
+                                    jnp.asarray(pending[:, 1], jnp.int32), jnp.int32(t))
+            results = decider.decide(base, bank, requests, keys_t, prefix, min_rows=min(_MIN_ROWS, total * n))
+            for req, out in zip(requests, results):
+                item = req.menu[out.action]
                 choices[req.rollout, req.agent] = item.index
                 memories[req.rollout][req.agent].decided(item.opt)
-                decisions.append(Decision(req.rollout, req.agent, t, prompt_ids, reply_ids, text, req.menu,
-                                          pos, logp, parsed))
+                slot, local = divmod(req.rollout, n_rollouts)
+                decisions[slot].append(Decision(local, req.agent, t, out.prompt_ids, out.reply_ids, out.reply,
+                                                req.menu, out.action, out.logp, out.parsed, req.branches, out.state))
         reward = game.step(choices)
         if on_step is not None:
             on_step(game)
         returns += reward
-        for k in range(n_rollouts):
+        for k in range(total):
             for i in range(n):
                 memories[k][i].stepped(reward[k])
-        bar.set_postfix(decisions=len(decisions), ret=f"{returns.mean():.1f}")
+        bar.set_postfix(decisions=sum(map(len, decisions)), ret=f"{returns.mean():.1f}")
     bar.close()
-    return RolloutBatch(decisions=decisions, returns=returns, n_agents=n, steps=game.horizon)
+    return [RolloutBatch(decisions=decisions[s], returns=returns[s * n_rollouts:(s + 1) * n_rollouts],
+                         n_agents=n, steps=game.horizon) for s in range(n_seeds)]
 
 
 def decision_record(d: Decision, round_idx: int) -> dict:
@@ -243,6 +407,7 @@ def decision_record(d: Decision, round_idx: int) -> dict:
         "round": round_idx, "rollout": d.rollout, "agent": d.agent, "step": d.step,
         "option": item.opt, "target": list(item.target) if item.target is not None else None,
         "label": item.label, "letter": item.letter, "reply": d.reply, "parsed": d.parsed,
+        "state": d.branches.labels[d.state] if d.branches is not None else None,
         "logp": d.logp, "n_prompt_tokens": len(d.prompt_ids), "reply_ids": d.reply_ids,
         "menu": [{"letter": it.letter, "option": it.opt, "label": it.label} for it in d.menu],
     }
@@ -267,36 +432,27 @@ def update_inputs(decisions: list[Decision], policy: LetterPolicy | SamplePolicy
     for d in decisions:
         groups[group_of(d)].append(d)
     longest = max((len(g) for g in groups), default=0)
-    b = minibatch_size * pow2_at_least(-(-max(longest, min_rows, 1) // minibatch_size))
+    b = minibatch_size * inference.pow2_at_least(-(-max(longest, min_rows, 1) // minibatch_size))
     is_letter = isinstance(policy, LetterPolicy)
     seqs = [[d.prompt_ids if is_letter else d.prompt_ids + d.reply_ids for d in g] for g in groups]
-    length = bucket(max(max((len(s) for g in seqs for s in g), default=1), min_tokens), 64)
-    tokens = np.zeros((n_groups, b, length), np.int32)
-    mask = np.zeros((n_groups, b, length), np.int32)
+    length = inference.bucket(max(max((len(s) for g in seqs for s in g), default=1), min_tokens), 64)
     adv = np.zeros((n_groups, b), np.float32)
     valid = np.zeros((n_groups, b), bool)
+    shape = letter_shape([d.menu for d in decisions], [d.branches for d in decisions]) if is_letter else None
+    per_group = []
     for gi, g in enumerate(groups):
-        if g:
-            tokens[gi, : len(g)], mask[gi, : len(g)] = pad_left(seqs[gi], length, decider.pad_id)
+        tokens, mask = inference.left_pad(seqs[gi], length, decider.pad_id, rows=b)
         adv[gi, : len(g)] = [advantages[d.rollout] for d in g]
         valid[gi, : len(g)] = True
-    if is_letter:
-        width = pow2_at_least(max((len(d.menu) for d in decisions), default=1), 8)
-        letters = np.zeros((n_groups, b, width), np.int32)
-        menu_mask = np.zeros((n_groups, b, width), bool)
-        action = np.zeros((n_groups, b), np.int32)
-        menu_mask[:, :, 0] = True  # padding rows keep a one-slot menu so their softmax is finite
-        for gi, g in enumerate(groups):
-            for j, d in enumerate(g):
-                letters[gi, j, : len(d.menu)] = decider.letter_ids([it.letter for it in d.menu])
-                menu_mask[gi, j, : len(d.menu)] = True
-                action[gi, j] = d.action
-        inputs = {"tokens": tokens, "mask": mask, "letters": letters, "menu_mask": menu_mask, "action": action}
-    else:
-        reply_mask = np.zeros((n_groups, b, length), bool)
-        for gi, g in enumerate(groups):
+        if is_letter:
+            one = decider.letter_inputs([d.menu for d in g], [d.branches for d in g], tokens, mask, shape)
+            one["state"] = np.array([d.state for d in g] + [0] * (b - len(g)), np.int32)
+            one["action"] = np.array([d.action for d in g] + [0] * (b - len(g)), np.int32)
+        else:
+            one = {"tokens": tokens, "mask": mask, "reply_mask": np.zeros((b, length), bool)}
             for j, d in enumerate(g):
                 if d.reply_ids:
-                    reply_mask[gi, j, length - len(d.reply_ids):] = True
-        inputs = {"tokens": tokens, "mask": mask, "reply_mask": reply_mask}
+                    one["reply_mask"][j, length - len(d.reply_ids):] = True
+        per_group.append(one)
+    inputs = {name: np.stack([one[name] for one in per_group]) for name in per_group[0]}
     return inputs, adv, valid

@@ -6,13 +6,23 @@
 One round: collect K joint rollouts under the current bank; normalise their team returns within
 the cohort; take E PPO-clipped epochs per adapter over its own decisions (one jitted call,
 vmapped over adapters); write metrics, decisions and a checkpoint.
+
+Several training seeds train in one process as a group (`Trainer(cfg, seeds=[0, 1, 2])`, CLI
+`--seeds 0-2`): one frozen base, an adapter bank of S x A adapters (seed slot s owns rows
+s*A .. s*A+A-1), the K rollouts of every seed stepped together so that each backbone call carries
+every seed's pending decisions, cohort advantages per seed, one jitted update over all S x A
+adapters. Each seed writes its own run directory `<out_dir>/seed_<s>` in the single-seed format,
+and its results are those of the seed run alone (up to float rounding of the larger batches).
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
+import json
 import signal
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +33,7 @@ from tqdm.auto import tqdm
 
 from omjax.config import Config, LoRAConfig, dump_config
 from omjax.envs.meltingpot.workers import RolloutWorkerError
+from omjax.jax_cache import compilations
 from omjax.games import make_game
 from omjax.models import load
 from omjax.models import lora as lora_lib
@@ -30,12 +41,36 @@ from omjax.train import grpo
 from omjax.train.checkpoint import Checkpointer, TrainState
 from omjax.train.metrics import MetricsLog, plot_learning_curve, write_jsonl_atomic
 from omjax.train.policy import LetterPolicy, SamplePolicy
-from omjax.train.rollout import Decider, RolloutBatch, collect, decision_record, update_inputs
+from omjax.train.rollout import Decider, RolloutBatch, collect_group, decision_record, update_inputs
 from omjax.train.update import (DecisionBatch, UpdateSettings, active_minibatches, init_opt_state, make_bank_update,
                                 make_optimizer)
 
 
 _advantages = jax.jit(grpo.group_advantages)
+
+GROUP_FILE = "group.json"
+"""In the root of a multi-seed run: `{"seeds": [...]}`; each seed's run is `seed_<s>/` below it."""
+
+
+def seed_dir(root: str | Path, seed: int) -> Path:
+    """Run directory of training seed `seed` in the multi-seed run at `root`."""
+    return Path(root) / f"seed_{seed}"
+
+
+def read_group(root: str | Path) -> list[int] | None:
+    """The seeds of the multi-seed run at `root`, or None when `root` is a single-seed run."""
+    path = Path(root) / GROUP_FILE
+    return json.loads(path.read_text())["seeds"] if path.is_file() else None
+
+
+def _stack(trees: list[Any]) -> Any:
+    """Per-seed banks [A, ...] -> one bank [S*A, ...] (the tree itself for one seed)."""
+    return trees[0] if len(trees) == 1 else jax.tree.map(lambda *xs: jnp.concatenate(xs), *trees)
+
+
+def _slot(tree: Any, s: int, n: int, total: int) -> Any:
+    """Rows s*n .. s*n+n-1 of a bank-shaped tree (the tree itself when it is one seed's)."""
+    return tree if n == total else jax.tree.map(lambda x: x[s * n:(s + 1) * n], tree)
 
 
 def stop_token_ids(tokenizer: Any) -> list[int]:
@@ -81,13 +116,26 @@ def summarize_update(metrics: Any) -> dict:
 
 
 class Trainer:
-    """A PA-MAGRPO run: model, game, policy, optimizer and the jitted bank update."""
+    """A PA-MAGRPO run, or a group of runs over several seeds: model, game, policy, optimizer and
+    the jitted bank update."""
 
-    def __init__(self, cfg: Config, model: Any = None, run_dir: str | Path | None = None, game: Any = None):
+    def __init__(self, cfg: Config, model: Any = None, run_dir: str | Path | None = None, game: Any = None,
+                 seeds: Sequence[int] | None = None):
         """`model` (an `omjax.models.load` result) and `game` (a `Game`) default to the ones the
-        config names; passing them lets tests and notebooks reuse a loaded backbone."""
+        config names; passing them lets tests and notebooks reuse a loaded backbone.
+
+        `seeds` (default: the config's one seed, in `run_dir` itself) trains one run per seed in
+        `run_dir/seed_<s>`, each with the config's `seed` set to it; the game then runs
+        `train.rollouts` x (number of seeds) episodes."""
         self.cfg = cfg
         self.run_dir = Path(run_dir or cfg.run.out_dir)
+        self.grouped = seeds is not None
+        self.seeds = [cfg.seed] if seeds is None else [int(s) for s in seeds]
+        if not self.seeds or len(set(self.seeds)) != len(self.seeds) or min(self.seeds) < 0:
+            raise ValueError(f"seeds must be distinct integers >= 0, got {list(seeds or [])}")
+        self.run_dirs = [seed_dir(self.run_dir, s) for s in self.seeds] if self.grouped else [self.run_dir]
+        self.seed_cfgs = [dataclasses.replace(cfg, seed=s, run=dataclasses.replace(cfg.run, out_dir=str(d)))
+                          for s, d in zip(self.seeds, self.run_dirs)] if self.grouped else [cfg]
         dtype = jnp.float32 if cfg.model.dtype == "float32" else jnp.bfloat16
         self.model = model if model is not None else load(cfg.model.name, dtype=dtype)
         self.lora_cfg = cfg.lora
@@ -101,64 +149,110 @@ class Trainer:
         self._update_bar: tqdm | None = None
         self.update = make_bank_update(self.policy.policy_fn, self.optimizer, settings, self.policy.prepare,
                                        on_step=lambda: self._update_bar is not None and self._update_bar.update())
+        self._init = jax.jit(self._init_one)
+        self.round_compilations: list[int] = []
+        """XLA compilations during each `round_group` call of this Trainer (0 once shapes repeat)."""
 
     # ---------------------------------------------------------------------------------------
-    def init_state(self) -> TrainState:
-        """Fresh adapters (A from the seed, B zero), Adam state, RNG; one compiled program."""
+    def _init_one(self, seed):
         shapes = self.model.family.lora_shapes(self.model.config)
         top = self.cfg.lora.top_layers
         if top:
             if top > len(shapes):
                 raise ValueError(f"lora.top_layers={top} but the backbone has {len(shapes)} layers")
             shapes = [s if i >= len(shapes) - top else {} for i, s in enumerate(shapes)]
+        key, k_lora = jax.random.split(jax.random.PRNGKey(seed))
+        bank = lora_lib.init_lora(k_lora, shapes, self.lora_cfg, n_agents=self.cfg.n_adapters)
+        return TrainState(bank=bank, opt_state=init_opt_state(self.optimizer, bank), key=key,
+                          round=jnp.int32(0), best_return=jnp.float32(-jnp.inf))
 
-        def init(seed):
-            key, k_lora = jax.random.split(jax.random.PRNGKey(seed))
-            bank = lora_lib.init_lora(k_lora, shapes, self.lora_cfg, n_agents=self.cfg.n_adapters)
-            return TrainState(bank=bank, opt_state=init_opt_state(self.optimizer, bank), key=key,
-                              round=jnp.int32(0), best_return=jnp.float32(-jnp.inf))
+    def init_states(self) -> list[TrainState]:
+        """Per seed: fresh adapters (A from the seed, B zero), Adam state, RNG; one compiled program."""
+        return [self._init(s) for s in self.seeds]
 
-        return jax.jit(init)(self.cfg.seed)
+    def init_state(self) -> TrainState:
+        """The fresh state of a single-seed run."""
+        if len(self.seeds) != 1:
+            raise ValueError(f"init_state() is for one seed; this group has {len(self.seeds)}: use init_states()")
+        return self.init_states()[0]
 
     def round(self, state: TrainState) -> tuple[TrainState, dict, RolloutBatch]:
-        """One round of Algorithm 1; returns the new state, the metrics row and the rollouts."""
-        cfg, r = self.cfg, int(state.round)
-        key, k_roll, k_upd = jax.random.split(state.key, 3)
-        t0 = time.time()
+        """One round of Algorithm 1 for one seed; returns the new state, the metrics row and the rollouts."""
+        states, rows, batches = self.round_group([state])
+        return states[0], rows[0], batches[0]
+
+    def round_group(self, states: list[TrainState]) -> tuple[list[TrainState], list[dict], list[RolloutBatch]]:
+        """One round of Algorithm 1 for every seed at once (`states` in `self.seeds` order)."""
+        cfg, r = self.cfg, int(states[0].round)
+        n_seeds, a, k = len(states), cfg.n_adapters, cfg.train.rollouts
+        if n_seeds != len(self.seeds) or any(int(st.round) != r for st in states):
+            raise ValueError(f"round_group needs one state per seed ({len(self.seeds)}), all at one round")
+        c0, t0 = compilations(), time.time()
+        splits = [jax.random.split(st.key, 3) for st in states]  # per seed: next key, rollouts, update
+        bank = _stack([st.bank for st in states])
         try:
-            batch = collect(self.game, self.decider, self.model.params, state.bank, cfg.train.rollouts, k_roll,
-                            cfg.seed, r, progress=cfg.run.progress)
+            batches = collect_group(self.game, self.decider, self.model.params, bank, k,
+                                    jnp.stack([sp[1] for sp in splits]), self.seeds, r, a, progress=cfg.run.progress)
         except RolloutWorkerError as err:
-            raise RolloutWorkerError(f"round {r} of the run with seed {cfg.seed}: {err}") from err
+            raise RolloutWorkerError(f"round {r} of the run with seed{'s' if n_seeds > 1 else ''} "
+                                     f"{', '.join(map(str, self.seeds))}: {err}") from err
         t1 = time.time()
-        adv, zero = _advantages(jnp.asarray(batch.returns, jnp.float32))
-        adv, zero = np.asarray(adv), bool(zero)
-        bank, opt_state = state.bank, state.opt_state
-        upd: dict = {}
-        will_update = cfg.train.train and not zero and batch.decisions
-        if will_update:
+        advs, zeros = [], []
+        for b in batches:
+            adv, zero = _advantages(jnp.asarray(b.returns, jnp.float32))
+            advs.append(np.asarray(adv))
+            zeros.append(bool(zero))
+        will = [cfg.train.train and not z and bool(b.decisions) for z, b in zip(zeros, batches)]
+        new_banks = [st.bank for st in states]
+        new_opts = [st.opt_state for st in states]
+        upds: list[dict] = [{} for _ in states]
+        if any(will):
             shared = cfg.train.shared_lora
+            # Decisions of every updating seed in one batch: rollout k of seed slot s becomes
+            # s*K + k, its adapter row s*A + agent (s*A under a shared adapter).
+            decisions = [dataclasses.replace(d, rollout=s * k + d.rollout)
+                         for s, b in enumerate(batches) if will[s] for d in b.decisions]
             inputs, adv_rows, valid = update_inputs(
-                batch.decisions, self.policy, self.decider, adv, cfg.n_adapters,
-                (lambda d: 0) if shared else (lambda d: d.agent), cfg.train.minibatch_size,
+                decisions, self.policy, self.decider, np.concatenate(advs), n_seeds * a,
+                lambda d: (d.rollout // k) * a + (0 if shared else d.agent), cfg.train.minibatch_size,
                 cfg.train.update_rows, cfg.train.update_tokens)
             dbatch = DecisionBatch(inputs=jax.tree.map(jnp.asarray, inputs), advantage=jnp.asarray(adv_rows),
                                    valid=jnp.asarray(valid))
-            keys = jax.random.split(k_upd, cfg.n_adapters)
+            keys = jnp.concatenate([jax.random.split(sp[2], a) for sp in splits])
             active = active_minibatches(valid, cfg.train.minibatch_size)
             self._update_bar = tqdm(total=cfg.train.epochs * active, desc=f"round {r} update", unit="step",
                                     leave=False, disable=not cfg.run.progress)
             try:
-                bank, opt_state, metrics = self.update(self.model.params, bank, opt_state, dbatch, keys, active)
+                out_bank, out_opt, metrics = self.update(
+                    self.model.params, bank, _stack([st.opt_state for st in states]), dbatch, keys, active)
                 wait_interruptibly(metrics)
             finally:
                 self._update_bar.close()
                 self._update_bar = None
-            upd = summarize_update(metrics)
+            total = n_seeds * a
+            for s in range(n_seeds):
+                if will[s]:
+                    new_banks[s] = _slot(out_bank, s, a, total)
+                    new_opts[s] = _slot(out_opt, s, a, total)
+                    upds[s] = summarize_update(_slot(metrics, s, a, total))
         t2 = time.time()
+        self.round_compilations.append(compilations() - c0)
+        out_states, rows = [], []
+        for s, (st, b) in enumerate(zip(states, batches)):
+            row = self._row(r, b, advs[s], zeros[s], will[s], upds[s], st.best_return)
+            row.update(time_rollout_s=t1 - t0, time_update_s=t2 - t1, time_s=t2 - t0)
+            best = row["best"]
+            out_states.append(TrainState(bank=new_banks[s], opt_state=new_opts[s], key=splits[s][0],
+                                         round=jnp.int32(r + 1),
+                                         best_return=jnp.float32(row["team_return_mean"]) if best else st.best_return))
+            rows.append(row)
+        return out_states, rows, batches
+
+    def _row(self, r: int, batch: RolloutBatch, adv: np.ndarray, zero: bool, updated: bool, upd: dict,
+             best_return: Any) -> dict:
+        """One seed's metrics row of round `r` (timings are added by the caller)."""
         mean_return = float(np.mean(batch.returns))
-        best = bool(np.float32(mean_return) > np.asarray(state.best_return))
-        row = {
+        return {
             "round": r,
             "team_returns": batch.returns.tolist(),
             "team_return_mean": mean_return,
@@ -166,73 +260,102 @@ class Trainer:
             "deliveries_mean": mean_return / self.game.delivery_reward if self.game.delivery_reward else None,
             "advantages": adv.tolist(),
             "zero_spread": zero,
-            "updated": bool(will_update),
+            "updated": bool(updated),
             "decisions_per_agent": batch.decision_counts().tolist(),
             "parse_failures_per_agent": batch.parse_failures().tolist(),
             "call_ratio": batch.call_ratio(),
             "kl": upd.get("kl"), "clip_frac": upd.get("clip_frac"), "grad_norm": upd.get("grad_norm"),
             "ratio": upd.get("ratio"), "loss": upd.get("loss"), "kl_per_adapter": upd.get("kl_per_adapter"),
             "ratio_first_step": upd.get("ratio_first_step"), "grad_steps": upd.get("grad_steps"),
-            "best": best,
-            "time_rollout_s": t1 - t0, "time_update_s": t2 - t1, "time_s": t2 - t0,
+            "best": bool(np.float32(mean_return) > np.asarray(best_return)),
         }
-        new_best = jnp.float32(mean_return) if best else state.best_return
-        state = TrainState(bank=bank, opt_state=opt_state, key=key, round=jnp.int32(r + 1), best_return=new_best)
-        return state, row, batch
 
     # ---------------------------------------------------------------------------------------
     def run(self, resume: bool = False) -> list[dict]:
-        """Train to `train.rounds`; with `resume`, continue from the newest intact checkpoint
-        (newer broken ones are reported and deleted). Ctrl-C abandons the current round and
-        raises `RunInterrupted`: the rounds already written stay a consistent, resumable run."""
+        """Train one seed to `train.rounds` (see `run_group`)."""
+        if self.grouped:
+            raise ValueError("this Trainer trains a group of seeds: use run_group()")
+        return self.run_group(resume)[0]
+
+    def run_group(self, resume: bool = False) -> list[list[dict]]:
+        """Train every seed to `train.rounds` (metrics rows per seed); with `resume`, continue
+        from the newest intact checkpoint (newer broken ones are reported and deleted), which
+        every seed of a group must have reached. Ctrl-C abandons the current round and raises
+        `RunInterrupted`: the rounds already written stay a consistent, resumable run."""
         cfg = self.cfg
-        self.run_dir.mkdir(parents=True, exist_ok=True)
-        ckpt = Checkpointer(self.run_dir, cfg.run.keep_checkpoints)
-        state = self.init_state()
-        if resume:
-            if ckpt.latest_round() is None:
-                ckpt.close()
-                raise FileNotFoundError(f"--resume: no finished checkpoint in {self.run_dir / 'checkpoints'}")
-            try:
-                restored = ckpt.restore(state)
-            except BaseException:
-                ckpt.close()
-                raise
-            for line in restored.skipped:
-                print(f"skipped checkpoint {line}")
-            ckpt.discard(restored)
-            state = restored.state
-            print(f"resuming after round {restored.step} from {restored.path}")
-        dump_config(cfg, self.run_dir / "config.yaml")
-        log = MetricsLog(self.run_dir, start_round=int(state.round))
-        (self.run_dir / "decisions").mkdir(exist_ok=True)
-        start = int(state.round)
-        bar = tqdm(range(start, cfg.train.rounds), initial=start, total=cfg.train.rounds, desc="PA-MAGRPO",
-                   unit="round", disable=not cfg.run.progress)
-        r = start
+        for d in self.run_dirs:
+            d.mkdir(parents=True, exist_ok=True)
+        ckpts = [Checkpointer(d, cfg.run.keep_checkpoints) for d in self.run_dirs]
+        bar = None
+        r = 0
         try:
+            states = self.init_states()
+            if resume:
+                states = self._restore(ckpts, states)
+            self._write_layout()
+            start = r = int(states[0].round)
+            logs = [MetricsLog(d, start_round=start) for d in self.run_dirs]
+            bar = tqdm(range(start, cfg.train.rounds), initial=start, total=cfg.train.rounds, desc="PA-MAGRPO",
+                       unit="round", disable=not cfg.run.progress)
             for r in bar:
-                state, row, batch = self.round(state)
+                states, rows, batches = self.round_group(states)
                 with deferred_sigint():
-                    if cfg.run.save_decisions:
-                        write_jsonl_atomic(self.run_dir / "decisions" / f"round_{r:04d}.jsonl",
-                                           [decision_record(d, r) for d in batch.decisions])
-                    log.append(row)
-                    ckpt.save(state, {"round": r + 1, "metrics": row}, is_best=row["best"])
-                    if (r + 1) % cfg.run.plot_every == 0 or r + 1 == cfg.train.rounds:
-                        plot_learning_curve(log.rows, self.run_dir / "learning_curve.png",
-                                            f"{cfg.env.game} {cfg.env.layout} / {cfg.model.name}")
-                kl = "-" if row["kl"] is None else f"{row['kl']:.4f}"
-                tqdm.write(f"round {r}: team return {row['team_return_mean']:.2f} "
-                           f"{[round(x, 1) for x in row['team_returns']]} decisions {row['decisions_per_agent']} "
-                           f"kl {kl} ({row['time_s']:.0f}s)")
-                bar.set_postfix(ret=f"{row['team_return_mean']:.1f}")
+                    for d, ckpt, log, state, row, batch in zip(self.run_dirs, ckpts, logs, states, rows, batches):
+                        self._write_round(d, ckpt, log, state, row, batch, r)
+                for seed, row in zip(self.seeds, rows):
+                    kl = "-" if row["kl"] is None else f"{row['kl']:.4f}"
+                    who = f"seed {seed} " if self.grouped else ""
+                    tqdm.write(f"{who}round {r}: team return {row['team_return_mean']:.2f} "
+                               f"{[round(x, 1) for x in row['team_returns']]} decisions {row['decisions_per_agent']} "
+                               f"kl {kl} ({row['time_s']:.0f}s)")
+                bar.set_postfix(ret=f"{np.mean([row['team_return_mean'] for row in rows]):.1f}")
         except KeyboardInterrupt as stop:
             raise RunInterrupted(self.run_dir, r, isinstance(stop, ComputationAbandoned)) from None
         finally:
-            bar.close()
-            ckpt.close()
-        return log.rows
+            if bar is not None:
+                bar.close()
+            for c in ckpts:
+                c.close()
+        return [log.rows for log in logs]
+
+    def _restore(self, ckpts: list[Checkpointer], states: list[TrainState]) -> list[TrainState]:
+        """Every seed's newest intact checkpoint; all seeds of a group must stop at one round."""
+        latest = {str(d): c.latest_round() for d, c in zip(self.run_dirs, ckpts)}
+        missing = [d for d, step in latest.items() if step is None]
+        if missing:
+            raise FileNotFoundError(f"--resume: no finished checkpoint in "
+                                    f"{', '.join(str(Path(d) / 'checkpoints') for d in missing)}")
+        restored = [c.restore(st) for c, st in zip(ckpts, states)]
+        steps = {str(d): rs.step for d, rs in zip(self.run_dirs, restored)}
+        if len(set(steps.values())) > 1:
+            raise FileNotFoundError(f"--resume: the seeds' runs stopped at different rounds {steps}")
+        for c, rs in zip(ckpts, restored):
+            for line in rs.skipped:
+                print(f"skipped checkpoint {line}")
+            c.discard(rs)
+            print(f"resuming after round {rs.step} from {rs.path}")
+        return [rs.state for rs in restored]
+
+    def _write_layout(self) -> None:
+        """Config and decisions folder of every seed's run directory; the group file of a group."""
+        for d, c in zip(self.run_dirs, self.seed_cfgs):
+            dump_config(c, d / "config.yaml")
+            (d / "decisions").mkdir(exist_ok=True)
+        if self.grouped:
+            dump_config(self.cfg, self.run_dir / "config.yaml")
+            (self.run_dir / GROUP_FILE).write_text(json.dumps({"seeds": self.seeds}) + "\n")
+
+    def _write_round(self, run_dir: Path, ckpt: Checkpointer, log: MetricsLog, state: TrainState, row: dict,
+                     batch: RolloutBatch, r: int) -> None:
+        cfg = self.cfg
+        if cfg.run.save_decisions:
+            write_jsonl_atomic(run_dir / "decisions" / f"round_{r:04d}.jsonl",
+                               [decision_record(d, r) for d in batch.decisions])
+        log.append(row)
+        ckpt.save(state, {"round": r + 1, "metrics": row}, is_best=row["best"])
+        if (r + 1) % cfg.run.plot_every == 0 or r + 1 == cfg.train.rounds:
+            plot_learning_curve(log.rows, run_dir / "learning_curve.png",
+                                f"{cfg.env.game} {cfg.env.layout} / {cfg.model.name}")
 
 
 class ComputationAbandoned(KeyboardInterrupt):

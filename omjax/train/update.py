@@ -168,8 +168,10 @@ def make_agent_update(policy_fn: PolicyFn, optimizer: optax.GradientTransformati
 
         def epoch(carry, epoch_key):
             # Valid decisions first in a seed-drawn order, padding last, so padding fills whole
-            # trailing minibatches that are skipped instead of diluting real ones.
-            noise = jax.random.uniform(epoch_key, (b,))
+            # trailing minibatches that are skipped instead of diluting real ones. Row i's draw
+            # depends on the key and i only, so the order of an agent's decisions does not depend
+            # on how far the batch is padded (a seed trained in a group pads to the group's longest).
+            noise = jax.vmap(lambda i: jax.random.uniform(jax.random.fold_in(epoch_key, i)))(jnp.arange(b))
             order = jnp.argsort(jnp.where(batch.valid, noise, 2.0))  # [B]
             idx = order.reshape(n_mb, mb)  # [n_mb, mb]
 

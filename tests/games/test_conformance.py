@@ -90,13 +90,14 @@ def test_static_facts(played):
     assert isinstance(game, Game) and game.game in GAMES and game.interface in INTERFACES
     assert game.n_agents == SETUPS[game.game][1] and game.horizon == STEPS + 2
     assert game.delivery_reward > 0
-    assert game.state_labels and all(isinstance(s, str) and s for s in game.state_labels)
+    labels = game.state_labels()
+    assert labels and all(isinstance(s, str) and s for s in labels)
     system = game.system_message()
     assert isinstance(system, str) and f"{game.n_agents}-player" in system
     if game.interface == "compound_json":
         assert "JSON object" in system and "choice:" not in system
     else:
-        assert f"state: <{' | '.join(game.state_labels)}>" in system and "choice: <single capital letter>" in system
+        assert f"state: <{' | '.join(labels)}>" in system and "choice: <single capital letter>" in system
 
 
 def test_decisions_menus_and_prompts(played):
@@ -110,7 +111,7 @@ def test_decisions_menus_and_prompts(played):
         assert d.menu and all(isinstance(it, MenuItem) for it in d.menu)
         assert len({it.letter for it in d.menu}) == len(d.menu)
         assert isinstance(d.fallback, int) and 0 <= d.fallback < len(d.menu)
-        assert d.state_label in game.state_labels
+        assert d.state_label in game.state_labels()
     users = [d for d in seen if d.user is not None]
     assert users and (game.interface != "native" or len(users) == STEPS)
     for d in users:

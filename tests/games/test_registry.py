@@ -2,10 +2,11 @@
 
 import os
 
+import jax
 import pytest
 
 from omjax.config import EnvConfig
-from omjax.games import Game, canonical_game, guard_path, library, make_game
+from omjax.games import Game, canonical_game, cli, guard_path, library, make_game
 from omjax.games.registry import ALIASES, GAMES, GameLibrary, resolve_variant
 from omjax.prompts.interface import INTERFACES
 
@@ -43,3 +44,14 @@ def test_make_game_builds_every_interface_and_names_a_bad_one():
         make_game(env, "telepathy")
     with pytest.raises(ValueError, match="env.n_agents: must be 2: overcooked layout 'forced_coordination' has 2 agents, got 3"):
         make_game(EnvConfig(game="overcooked", layout="forced_coordination", n_agents=3), "native")
+
+
+def test_the_option_commands_accept_aliases(capsys, monkeypatch, request, tmp_path):
+    # The CLI turns on JAX's persistent compilation cache: keep it in tmp, and put it back after.
+    monkeypatch.setenv("OMJAX_CACHE", str(tmp_path / "cache"))
+    saved = {n: getattr(jax.config, n) for n in ("jax_compilation_cache_dir", "jax_persistent_cache_min_compile_time_secs")}
+    request.addfinalizer(lambda: [jax.config.update(n, v) for n, v in saved.items()])
+    assert cli.main(["menu", "--game", "overcooked_ai", "--layout", "forced_coordination", "--agent", "1"]) == 0
+    assert ") " in capsys.readouterr().out
+    assert cli.main(["menu", "--game", "chess"]) == 2
+    assert "unknown game 'chess'" in capsys.readouterr().err

@@ -162,9 +162,9 @@ def test_lora_gradient_flows_and_remat_agrees(tiny_qwen3):
     chosen = jnp.asarray([0, 2, 1])
 
     def loss(ad, remat):
-        lp = inference.choice_logprobs(m.family, m.params, m.config, jnp.asarray(tokens),
-                                       jnp.asarray(mask), letters, None, lora=ad,
-                                       lora_scale=cfg.scale, remat=remat)
+        logits, _ = m.family.forward(m.params, m.config, jnp.asarray(tokens), attention_mask=jnp.asarray(mask),
+                                     lora=ad, lora_scale=cfg.scale, last_only=True, remat=remat)
+        lp = jax.nn.log_softmax(logits[:, -1, letters], axis=-1)
         return -jnp.mean(lp[jnp.arange(B), chosen])
 
     g = jax.jit(jax.grad(loss), static_argnums=1)(adapter, False)
@@ -186,9 +186,10 @@ def test_cached_prefix_and_greedy_generation_match_pytorch(tiny_qwen3):
     fam, cfg = m.family, m.config
 
     # Prefix prefilled once, suffix chunk through the cache == full forward, last position.
-    pc = inference.prefill(fam, m.params, cfg, prefix)
+    pt, pm = inference.prefix_arrays(prefix)
+    pc = inference.prefill(fam, m.params, cfg, jnp.asarray(pt), jnp.asarray(pm))
     suffix_tokens, suffix_mask = inference.left_pad([p[len(prefix):] for p in prompts])
-    cache = inference._extend_for(pc, 2, suffix_tokens.shape[1])
+    cache = inference.extend_for(pc, 2, suffix_tokens.shape[1])
     cached, _ = fam.forward(m.params, cfg, jnp.asarray(suffix_tokens),
                             attention_mask=jnp.asarray(suffix_mask), cache=cache, last_only=True)
     full_tokens, full_mask = inference.left_pad(prompts)
@@ -208,10 +209,12 @@ def test_cached_prefix_and_greedy_generation_match_pytorch(tiny_qwen3):
 def test_top_p_sampling_keeps_only_the_nucleus():
     logits = jnp.log(jnp.asarray([[0.5, 0.3, 0.15, 0.05]] * 512))
     keys = jax.random.split(jax.random.PRNGKey(0), 1)
-    draws = np.asarray(inference.sample_logits(keys[0], logits, jnp.float32(1.0), jnp.float32(0.7)))
-    assert set(draws.tolist()) == {0, 1}
-    greedy = np.asarray(inference.sample_logits(keys[0], logits, jnp.float32(0.0), jnp.float32(1.0)))
-    assert (greedy == 0).all()
+    draws, logp = inference.sample_logits(keys[0], logits, jnp.float32(1.0), jnp.float32(0.7))
+    assert set(np.asarray(draws).tolist()) == {0, 1}
+    # Log-probs are those of the renormalised nucleus {0.5, 0.3}.
+    np.testing.assert_allclose(np.asarray(logp), np.log(np.where(np.asarray(draws) == 0, 0.625, 0.375)), atol=1e-5)
+    greedy, _ = inference.sample_logits(keys[0], logits, jnp.float32(0.0), jnp.float32(1.0))
+    assert (np.asarray(greedy) == 0).all()
 
 
 def test_clear_errors(tiny_qwen3, tmp_path):
@@ -254,48 +257,57 @@ def test_lora_save_restore_roundtrip(tmp_path):
 
 
 def test_per_agent_menu_scoring_with_shared_prefix_equals_separate_calls(tiny_qwen3):
+    """The letter policy over a bank (rows gather their adapter and its prefix cache) scores as
+    each adapter alone on whole prompts, and decides the same letters."""
+    from omjax.train.policy import LetterPolicy, make_branches, pack_branches
+
     _, path = tiny_qwen3
     m = load(path, dtype=jnp.float32, with_tokenizer=False)
     fam, cfg = m.family, m.config
-    n_agents, n_prompts = 2, 3
+    n_agents = 2
     lcfg = LoRAConfig(rank=2, alpha=4.0, targets=("q", "k", "v", "up"))
     bank = lora.init_lora(jax.random.PRNGKey(5), fam.lora_shapes(cfg), lcfg, n_agents)
     bank = jax.tree.map(lambda x: x + 0.05, bank)
+    policy = LetterPolicy(fam, cfg, lcfg.scale, 1.0, remat=False)
     rng = np.random.RandomState(6)
     prefix = rng.randint(0, V, 5).tolist()
-    suffixes = [[rng.randint(0, V, n).tolist() for n in (4, 2, 6)] for _ in range(n_agents)]
-    letters = jnp.asarray([3, 9, 27, 81], jnp.int32)
-    allowed = np.ones((n_agents, n_prompts, 4), bool)
-    allowed[0, 1, 3] = allowed[1, 2, :2] = False
+    suffixes = [rng.randint(0, V, n).tolist() for n in (4, 2, 6, 3)]
+    agents = np.array([0, 1, 1, 0], np.int32)
+    # One branch (a reply without a state line): the token after each prompt, where letters are scored.
+    branches = [make_branches(_IdTokenizer(), (None,))] * 4
+    block, segments, label_mask, end = pack_branches(branches, 4, 1, branches[0].width, 0)
+    letters = np.broadcast_to(np.asarray([3, 9, 27, 81], np.int32), (4, 4))
+    allowed = np.ones((4, 4), bool)
+    allowed[0, 3] = allowed[2, :2] = False
 
-    full = [inference.left_pad([prefix + s for s in agent], length=16) for agent in suffixes]
-    tokens = jnp.asarray(np.stack([t for t, _ in full]))                    # [A, B, T]
-    mask = jnp.asarray(np.stack([mk for _, mk in full]))
-    # Jitted, as in training: eager dispatch of every op would dominate this test's runtime.
-    together = np.asarray(jax.jit(lambda t, mk, al, b: inference.agent_choice_logprobs(
-        fam, m.params, cfg, t, mk, letters, al, b, lora_scale=lcfg.scale))(
-        tokens, mask, jnp.asarray(allowed), bank))                         # [A, B, L]
-    assert together.shape == (n_agents, n_prompts, 4)
-    for a in range(n_agents):
-        alone = jax.jit(lambda t, mk, al, ad: inference.choice_logprobs(
-            fam, m.params, cfg, t, mk, letters, al, lora=ad, lora_scale=lcfg.scale))(
-            tokens[a], mask[a], jnp.asarray(allowed[a]), lora.agent(bank, a))
-        np.testing.assert_allclose(together[a], np.asarray(alone), atol=1e-5)
+    def inputs(seqs, length):
+        t, mk = inference.left_pad(seqs, length=length)
+        return {"tokens": np.concatenate([t, block], 1), "mask": np.concatenate([mk, segments], 1),
+                "label_mask": label_mask, "end": end, "letters": letters, "menu_mask": allowed}
 
-    # The decision path: per-agent prefix caches (prefilled under each adapter) + suffixes.
-    caches = jax.jit(jax.vmap(lambda ad: inference.prefill(fam, m.params, cfg, prefix, lora=ad,
-                                                           lora_scale=lcfg.scale)))(bank)
-    suf = [inference.left_pad(agent, length=8) for agent in suffixes]
-    choice, lp = inference._decide(fam, cfg, m.params, caches,
-                                   jnp.asarray(np.stack([t for t, _ in suf])),
-                                   jnp.asarray(np.stack([mk for _, mk in suf])),
-                                   jnp.asarray(allowed), bank,
-                                   jax.random.split(jax.random.PRNGKey(0), n_agents),
-                                   jnp.float32(0.0), letters, lcfg.scale, "menu")
-    np.testing.assert_allclose(np.asarray(lp), together, atol=1e-4)
-    np.testing.assert_array_equal(np.asarray(choice),
-                                  np.argmax(np.where(allowed, together, -np.inf), -1))
-    assert np.abs(together[0] - together[1]).max() > 1e-4
+    whole = inputs([prefix + s for s in suffixes], 16)
+    alone = np.stack([np.asarray(jax.jit(policy.joint_logp)(m.params, lora.agent(bank, int(a)),
+                                                            jax.tree.map(lambda x: jnp.asarray(x[j:j + 1]), whole)))[0, 0]
+                      for j, a in enumerate(agents)])                                    # [4, M]
+    caches = policy.prefill(m.params, bank, prefix)
+    part = jax.tree.map(lambda x: jnp.asarray(x[:, None]), inputs(suffixes, 8))
+    keys = jax.random.split(jax.random.PRNGKey(0), 4)
+    state, choice, lp = policy.decide(m.params, bank, agents, part, keys, caches)
+    _, choice_whole, lp_whole = policy.decide(m.params, bank, agents, jax.tree.map(lambda x: jnp.asarray(x[:, None]), whole),
+                                              keys)
+    np.testing.assert_array_equal(choice, choice_whole)
+    np.testing.assert_allclose(lp[:, 0], alone[np.arange(4), choice[:, 0]], atol=1e-4)
+    np.testing.assert_allclose(lp, lp_whole, atol=1e-4)
+    assert (state == 0).all() and allowed[np.arange(4), choice[:, 0]].all()
+    np.testing.assert_allclose(np.exp(np.where(allowed, alone, -np.inf)).sum(-1), 1.0, atol=1e-5)
+
+
+class _IdTokenizer:
+    """`choice:` as token ids 1 2 (this test has no real tokenizer)."""
+
+    @staticmethod
+    def encode(text, add_special_tokens=False):
+        return {"choice:": [1, 2]}[text]
 
 
 def test_trunk_split_equals_full_forward(tiny_qwen3):

@@ -90,46 +90,46 @@ def test_logits_and_greedy_tokens_match_transformers(ours, reference):
     assert len(got) == n and tok.decode(got).strip()
 
 
-def test_menu_scoring_with_shared_prefix_is_one_consistent_distribution(ours):
-    tok = ours.tokenizer
-    letters = "ABCD"
-    policy = inference.MenuPolicy(ours, letters=letters)
-    assert len(set(np.asarray(policy.letter_ids).tolist())) == len(letters)
-    system = {"role": "system", "content": "Pick one option. Reply 'choice: <letter>'."}
-    menus = ["A) eat apple\nB) clean dirt\nC) go to the river", "A) go to the grass\nB) eat apple",
-             "A) clean dirt\nB) wait\nC) eat apple\nD) go to the river"]
-    prompts = [inference.encode(tok, inference.render_decision_prompt(
-        tok, [system, {"role": "user", "content": f"Action menu:\n{m}"}])) for m in menus]
-    allowed = np.array([[1, 1, 1, 0], [1, 1, 0, 0], [1, 1, 1, 1]], bool)
-    shared = 0
-    while all(p[shared] == prompts[0][shared] for p in prompts):
-        shared += 1
+def test_joint_state_and_letter_scoring_with_shared_prefix_is_one_distribution(ours):
+    """On the real model and tokenizer: the state labels of Overcooked tokenise as branches,
+    the joint (label, letter) distribution sums to one, and the prefix-cached decision path
+    picks the same (label, letter) pairs as whole prompts under the same keys."""
+    from omjax.config import PolicyConfig
+    from omjax.options.menu import MenuItem
+    from omjax.prompts import overcooked
+    from omjax.train.policy import LetterPolicy
+    from omjax.train.rollout import Decider, Request
 
-    # Reference: one full forward per prompt, no cache.
+    policy = LetterPolicy(ours.family, ours.config, 1.0, 0.9, remat=False)
+    decider = Decider(policy, ours.tokenizer, PolicyConfig(state_line="model"))
+    system = "Pick one option. Reply with two lines: 'state: <label>' and 'choice: <letter>'."
+    menus = [["eat apple", "clean dirt", "go to the river"], ["go to the grass", "eat apple"],
+             ["clean dirt", "wait", "eat apple", "go to the river"]]
+    branches = decider.branches(overcooked.STATES)
+    assert all(k >= 1 for k in branches.label_len)
+    reqs = []
+    for j, labels in enumerate(menus):
+        menu = [MenuItem(chr(65 + k), k, name, None, name) for k, name in enumerate(labels)]
+        user = "Action menu:\n" + "\n".join(f"{it.letter}) {it.label}" for it in menu)
+        reqs.append(Request(0, 0, menu, decider.prompt(system, user), 0, None, branches=branches))
+    from omjax.config import LoRAConfig
+    from omjax.models import lora
+
+    lcfg = LoRAConfig(rank=2, alpha=4.0, targets=("q", "v"))
+    bank = lora.init_lora(jax.random.PRNGKey(0), ours.family.lora_shapes(ours.config), lcfg, 1)
+    prefix = decider.prefill(ours.params, bank, system)
+    key = jax.random.split(jax.random.PRNGKey(0), len(reqs))
+    cached = decider.decide(ours.params, bank, reqs, key, prefix)
+    whole = decider.decide(ours.params, bank, reqs, key)
+    assert [(o.state, o.action) for o in cached] == [(o.state, o.action) for o in whole]
+    np.testing.assert_allclose([o.logp for o in cached], [o.logp for o in whole], atol=1e-4)
+    prompts = [decider.encode(r.prompt) for r in reqs]
     tokens, mask = inference.left_pad(prompts)
-    full = inference.choice_logprobs(ours.family, ours.params, ours.config, jnp.asarray(tokens),
-                                     jnp.asarray(mask), policy.letter_ids, jnp.asarray(allowed))
-    vocab = inference.choice_logprobs(ours.family, ours.params, ours.config, jnp.asarray(tokens),
-                                      jnp.asarray(mask), policy.letter_ids, jnp.asarray(allowed),
-                                      mode="vocab")
-    full, vocab = np.asarray(full), np.asarray(vocab)
-    np.testing.assert_allclose(np.exp(full).sum(-1), 1.0, atol=1e-5)
-    assert (full[~allowed] == inference.NEG).all()
-    # "menu" is "vocab" renormalised over the allowed letters.
-    renorm = vocab - np.log(np.where(allowed, np.exp(vocab), 0).sum(-1, keepdims=True))
-    np.testing.assert_allclose(full[allowed], renorm[allowed], atol=1e-4)
-
-    # Prefix prefilled once, two agents (no adapters) -> same log-probs, choices allowed.
-    pc = policy.prefill(prompts[0][:shared], n_agents=2)
-    suffixes = [[p[shared:] for p in prompts]] * 2
-    choice, lp = policy.decide(jax.random.PRNGKey(0), suffixes, np.stack([allowed] * 2),
-                               prefix_cache=pc, temperature=1.0)
-    assert choice.shape == (2, 3) and lp.shape == (2, 3, 4)
-    np.testing.assert_allclose(lp[0][allowed], full[allowed], atol=1e-4)
-    assert allowed[np.arange(3), choice[0]].all() and allowed[np.arange(3), choice[1]].all()
-    greedy, _ = policy.decide(jax.random.PRNGKey(0), suffixes, np.stack([allowed] * 2),
-                              prefix_cache=pc, temperature=0.0)
-    np.testing.assert_array_equal(greedy[0], np.argmax(np.where(allowed, full, -np.inf), -1))
+    inputs = jax.tree.map(jnp.asarray, decider.letter_inputs([r.menu for r in reqs], [branches] * 3, tokens, mask))
+    joint = np.asarray(jax.jit(lambda i: policy.joint_logp(ours.params, None, i))(inputs))
+    for j, r in enumerate(reqs):
+        np.testing.assert_allclose(np.exp(joint[j, :, :len(r.menu)]).sum(), 1.0, atol=1e-5)
+        assert cached[j].reply.startswith(f"state: {branches.labels[cached[j].state]}\nchoice: ")
 
 
 def test_memory_estimate_arithmetic(ours):
@@ -171,7 +171,8 @@ def test_long_menus_take_single_token_letters_in_letter_mode(ours):
     single-token letters, keeps A .. Z, and every label then has a token id to score."""
     from omjax.config import PolicyConfig
     from omjax.options.menu import MenuItem, letter
-    from omjax.train.policy import LetterPolicy, SamplePolicy, letter_token_ids, single_token_letters
+    from omjax.models.inference import letter_token_ids, single_token_letters
+    from omjax.train.policy import LetterPolicy, SamplePolicy
     from omjax.train.rollout import Decider
 
     tok = ours.tokenizer

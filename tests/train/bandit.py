@@ -6,8 +6,8 @@ fixed and option `pay` pays every agent, so a policy that learns puts more proba
 
 `shuffle=True` draws the letters from the rollout's letter RNG like the real menus do, so the
 paying option sits at a different letter from decision to decision and a policy can find it
-only by reading the menu text. Training menus use only even permutations of the options;
-`held_out_menus()` are the odd ones, never seen in training, on which learning is measured.
+only by reading the menu text. Training menus use only the even permutations of the options;
+`HELD_OUT_ORDERS` are the odd ones, never seen in training, on which learning is measured.
 `paying[i]` names the option that pays when agent i picks it (default `pay` for everyone).
 """
 
@@ -34,16 +34,20 @@ HELD_OUT_ORDERS = [p for p in PERMUTATIONS if _parity(p) == 1]
 
 
 def menu_of(order) -> list[MenuItem]:
-    """The menu listing OPTIONS[order[k]] under letter k."""
+    """The shuffled-mode menu listing OPTIONS[order[k]] under letter k."""
     return [MenuItem(letter(k), j, OPTIONS[j], None, LABELS[OPTIONS[j]]) for k, j in enumerate(order)]
 
 
 class MenuBandit(Game):
-    game, interface, delivery_reward, state_labels = "bandit", "options", 1.0, ("state", "cooking")
+    game = "bandit"
+    interface = "options"
+    delivery_reward = 1.0
 
     def __init__(self, n_agents: int, horizon: int, flat: bool = False, fail_at_call: int | None = None,
-                 shuffle: bool = False, paying: tuple[str, ...] | None = None):
+                 labels: tuple[str, ...] = ("now", "wait"), shuffle: bool = False,
+                 paying: tuple[str, ...] | None = None):
         self.n_agents, self.horizon, self.flat, self.shuffle = n_agents, horizon, flat, shuffle
+        self.labels = labels
         paying = paying or ("pay",) * n_agents
         if len(paying) != n_agents or any(p not in OPTIONS for p in paying):
             raise ValueError(f"paying must name one of {OPTIONS} per agent ({n_agents}), got {paying}")
@@ -54,7 +58,7 @@ class MenuBandit(Game):
 
     def reset(self, seeds):
         self.k = len(seeds)
-        self.paid = np.zeros((self.k, self.n_agents))
+        self.returns = np.zeros((self.k, self.n_agents))
 
     @property
     def n_episodes(self):
@@ -64,9 +68,9 @@ class MenuBandit(Game):
         return np.ones((self.k, self.n_agents), bool)
 
     def menu(self, k, agent, rng):
-        if not self.shuffle:
-            return menu_of(range(len(OPTIONS)))
-        return menu_of(TRAIN_ORDERS[int(rng.integers(len(TRAIN_ORDERS)))])
+        if self.shuffle:
+            return menu_of(TRAIN_ORDERS[int(rng.integers(len(TRAIN_ORDERS)))])
+        return [MenuItem(chr(65 + j), j, name, None, f"{name} now") for j, name in enumerate(OPTIONS)]
 
     def fallback(self, k, agent, menu):
         return next(pos for pos, it in enumerate(menu) if it.opt == "wait")
@@ -76,7 +80,8 @@ class MenuBandit(Game):
             return "you are agent . pick option"
         return ("You are an agent in a 2-player cooperative kitchen. Some actions score points for the "
                 "team. The action menu lists the actions you can take. Pick one letter.\n\n"
-                "Output format (exactly two lines, nothing else):\nstate: <label>\nchoice: <single capital letter>")
+                f"Output format (exactly two lines, nothing else):\nstate: <{' | '.join(self.labels)}>\n"
+                "choice: <single capital letter>")
 
     def user_message(self, k, agent, menu, memory):
         if not self.shuffle:
@@ -84,24 +89,28 @@ class MenuBandit(Game):
         return (f"You are player {agent}.\n\nAction menu:\n{render_menu(menu)}\n\n"
                 "Choose one. Reply with exactly two lines.")
 
+    def state_labels(self):
+        return self.labels
+
     def state_label(self, k, agent):
-        return "state" if not self.shuffle else "cooking"
+        return self.labels[0]
 
     def step(self, choices):
         self.calls += 1
         if self.fail_at_call is not None and self.calls == self.fail_at_call:
             raise KeyboardInterrupt("simulated kill")
         if self.flat:
-            return np.ones(self.k)
-        paid = (np.asarray(choices) == self.paying[None, :]).astype(np.float64)  # [K, A]
-        self.paid += paid
+            paid = np.ones((self.k, self.n_agents)) / self.n_agents
+        else:
+            paid = (np.asarray(choices) == self.paying[None, :]) * 1.0  # [K, A]
+        self.returns += paid
         return paid.sum(axis=1)
 
     def positions(self):
-        return np.zeros((self.k, self.n_agents, 2), np.int32)
+        return np.zeros((self.k, self.n_agents, 2), np.int64)  # everyone on the one floor cell
 
     def walls(self):
         return np.zeros((1, 1), bool)
 
     def agent_returns(self):
-        return self.paid.copy()
+        return self.returns.copy()

@@ -7,9 +7,8 @@ import numpy as np
 import pytest
 
 from omjax.config import load_config
-from omjax.prompts import Memory, format_reply, render_chat
-from omjax.train.checkpoint import Checkpointer
-from omjax.train.policy import pad_left
+from omjax.models import inference
+from omjax.prompts import Memory
 from omjax.train.trainer import RunInterrupted, Trainer
 
 from bandit import HELD_OUT_ORDERS, OPTIONS, PAY, MenuBandit, menu_of
@@ -26,24 +25,22 @@ def config(tmp_path, *extra):
 
 
 def option_probabilities(trainer, bank, menus) -> np.ndarray:
-    """[adapters, options] mean probability each adapter gives each option over `menus`, on the
-    game's own prompts (agent a's prompt for adapter a; agent 0's for a shared adapter), scored
-    by the shipped letter policy."""
+    """[adapters, options] mean probability each adapter gives each option over `menus` (summed
+    over the state labels the model may write), on the game's own prompts (agent a's for
+    adapter a), from the shipped policy."""
     game, decider = trainer.game, trainer.decider
-    n_adapters = jax.tree.leaves(bank)[0].shape[0]
-    out = np.zeros((n_adapters, len(OPTIONS)))
-    for a in range(n_adapters):
-        prompts = [decider.encode(render_chat(trainer.model.tokenizer, game.system_message(),
-                                              game.user_message(0, a, menu, Memory()),
-                                              format_reply(game.state_label(0, a)))) for menu in menus]
-        tokens, mask = pad_left(prompts, max(map(len, prompts)), decider.pad_id)
-        inputs = {"tokens": jnp.asarray(tokens), "mask": jnp.asarray(mask),
-                  "letters": jnp.asarray([decider.letter_ids([it.letter for it in m]) for m in menus]),
-                  "menu_mask": jnp.ones((len(menus), len(OPTIONS)), bool)}
-        p = np.exp(np.asarray(trainer.policy.menu_logp(trainer.model.params, jax.tree.map(lambda x: x[a], bank),
-                                                       inputs)))  # [menus, M]
-        for m, menu in enumerate(menus):
-            out[a, [it.index for it in menu]] += p[m] / len(menus)
+    game.reset([0])
+    out = np.zeros((jax.tree.leaves(bank)[0].shape[0], len(OPTIONS)))
+    for a in range(out.shape[0]):
+        ids = [decider.encode(decider.prompt(game.system_message(), game.user_message(0, a, m, Memory())))
+               for m in menus]
+        tokens, mask = inference.left_pad(ids, max(map(len, ids)))
+        branches = [decider.state_branches(game, 0, a)] * len(menus)
+        inputs = jax.tree.map(jnp.asarray, decider.letter_inputs(menus, branches, tokens, mask))
+        lora = jax.tree.map(lambda x: x[a], bank)
+        p = np.asarray(jnp.exp(trainer.policy.joint_logp(trainer.model.params, lora, inputs)).sum(axis=1))  # [N, M]
+        for n, menu in enumerate(menus):
+            out[a, [it.index for it in menu]] += p[n, : len(menu)] / len(menus)
     return out
 
 
@@ -57,6 +54,8 @@ def test_rewarded_option_probability_rises_for_every_agent(tiny_model, tmp_path)
     trainer = Trainer(config(tmp_path, "train.rounds=10"), model=tiny_model, game=MenuBandit(N_AGENTS, 2))
     before = pay_probability(trainer, trainer.init_state().bank)
     rows = trainer.run()
+    from omjax.train.checkpoint import Checkpointer
+
     state = Checkpointer(tmp_path).restore(trainer.init_state()).state
     after = pay_probability(trainer, state.bank)
     assert np.all(after > before + 0.1), (before, after)

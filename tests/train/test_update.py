@@ -133,9 +133,12 @@ def test_frozen_trunk_update_equals_full_forward_update(tiny_model):
     tokens = rng.integers(5, m.config.vocab_size, (n_agents, b, t)).astype(np.int32)
     mask = np.ones_like(tokens)
     mask[:, ::2, :4] = 0  # left padding on every other row
+    mask[:, :, -1] = 2  # the last token is the one state branch (`policy.state_line=none`: `choice:`)
     inputs = {"tokens": tokens, "mask": mask,
+              "label_mask": np.zeros((n_agents, b, 1, 1), bool), "end": np.zeros((n_agents, b, 1), np.int32),
               "letters": rng.integers(5, m.config.vocab_size, (n_agents, b, width)).astype(np.int32),
               "menu_mask": np.ones((n_agents, b, width), bool),
+              "state": np.zeros((n_agents, b), np.int32),
               "action": rng.integers(0, width, (n_agents, b)).astype(np.int32)}
     valid = np.arange(b)[None] < np.asarray([8, 5])[:, None]
     batch = upd.DecisionBatch(inputs=jax.tree.map(jnp.asarray, inputs),

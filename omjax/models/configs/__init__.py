@@ -1,0 +1,209 @@
+"""Published `config.json` dicts of the paper's four backbones, and random-weight models at their
+real shapes (no hub access needed): what `python -m omjax.bench gpu` builds.
+
+    cfg_dict = published("qwen3-4b-instruct-2507")      # the hub config.json as a dict
+    model = random_model("gemma-4-e2b-it", jnp.bfloat16) # Model at the real shapes, random weights
+    model = random_model("qwen3.5-2b", tiny=True)        # same architecture, test-sized
+
+The numbers were written from the published config.json files (no network here); each dict
+names its hub repository. Only fields the omjax families read (`config_from_hf`) and the ones
+transformers needs to build the same architecture are kept. A user with the snapshot can check
+one with `omjax.models.load_config(<snapshot>)` against `config(name)`.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+
+from omjax.models import family as _family
+from omjax.models.loader import Model
+
+_SLIDING, _FULL = "sliding_attention", "full_attention"
+
+PUBLISHED: dict[str, dict[str, Any]] = {
+    # Qwen/Qwen3-4B-Instruct-2507, config.json: dense Qwen3 decoder, GQA 32/8, head_dim 128,
+    # tied embeddings, 262k context with rope_theta 5e6 (the 2507 refresh of Qwen3-4B).
+    "qwen3-4b-instruct-2507": {
+        "model_type": "qwen3", "architectures": ["Qwen3ForCausalLM"],
+        "vocab_size": 151936, "hidden_size": 2560, "intermediate_size": 9728,
+        "num_hidden_layers": 36, "num_attention_heads": 32, "num_key_value_heads": 8,
+        "head_dim": 128, "hidden_act": "silu", "rms_norm_eps": 1e-6, "rope_theta": 5000000,
+        "rope_scaling": None, "max_position_embeddings": 262144, "tie_word_embeddings": True,
+        "attention_bias": False, "use_sliding_window": False, "sliding_window": None,
+        "bos_token_id": 151643, "eos_token_id": 151645,
+    },
+    # Qwen/Qwen3.5-2B, config.json `text_config` (the checkpoint is Qwen3_5ForConditionalGeneration;
+    # omjax reads the text decoder): 24 layers, 3 Gated DeltaNet : 1 gated full attention
+    # (full_attention_interval 4), hidden 2048, full attention 8 heads / 2 KV heads of 256 with
+    # partial rotary 0.25 (rope_theta 1e7, vocab 248320, as across the Qwen3.5 family);
+    # DeltaNet 16 key / 16 value heads of 128, conv kernel 4; tied embeddings.
+    "qwen3.5-2b": {
+        "model_type": "qwen3_5", "architectures": ["Qwen3_5ForConditionalGeneration"],
+        "tie_word_embeddings": True,
+        "text_config": {
+            "model_type": "qwen3_5_text", "vocab_size": 248320, "hidden_size": 2048,
+            "intermediate_size": 6144, "num_hidden_layers": 24, "num_attention_heads": 8,
+            "num_key_value_heads": 2, "head_dim": 256, "hidden_act": "silu", "rms_norm_eps": 1e-6,
+            "full_attention_interval": 4,
+            "layer_types": (["linear_attention"] * 3 + ["full_attention"]) * 6,
+            "linear_num_key_heads": 16, "linear_num_value_heads": 16, "linear_key_head_dim": 128,
+            "linear_value_head_dim": 128, "linear_conv_kernel_dim": 4,
+            "rope_parameters": {"rope_type": "default", "rope_theta": 10000000,
+                                "partial_rotary_factor": 0.25, "mrope_section": [11, 11, 10],
+                                "mrope_interleaved": True},
+            "max_position_embeddings": 262144, "tie_word_embeddings": True, "attention_bias": False,
+        },
+    },
+    # google/gemma-4-E2B-it, config.json `text_config` (Gemma4ForConditionalGeneration): 35 layers,
+    # 4 sliding (window 512, head_dim 256) : 1 full (global_head_dim 512, proportional rope at
+    # 0.25), 8 query heads / 1 KV head, the last 20 layers KV-shared with double-wide MLPs
+    # (6144 -> 12288), per-layer inputs of 256 over a 262144 vocabulary, logit soft-cap 30.
+    "gemma-4-e2b-it": {
+        "model_type": "gemma4", "architectures": ["Gemma4ForConditionalGeneration"],
+        "tie_word_embeddings": True,
+        "text_config": {
+            "model_type": "gemma4_text", "vocab_size": 262144, "hidden_size": 1536,
+            "intermediate_size": 6144, "num_hidden_layers": 35, "num_attention_heads": 8,
+            "num_key_value_heads": 1, "head_dim": 256, "global_head_dim": 512,
+            "attention_k_eq_v": False, "sliding_window": 512,
+            "layer_types": ([_SLIDING] * 4 + [_FULL]) * 7,
+            "num_kv_shared_layers": 20, "use_double_wide_mlp": True,
+            "vocab_size_per_layer_input": 262144, "hidden_size_per_layer_input": 256,
+            "hidden_activation": "gelu_pytorch_tanh", "rms_norm_eps": 1e-6,
+            "final_logit_softcapping": 30.0, "max_position_embeddings": 131072,
+            "tie_word_embeddings": True, "enable_moe_block": False,
+            "rope_parameters": {
+                _SLIDING: {"rope_type": "default", "rope_theta": 10000.0},
+                _FULL: {"rope_type": "proportional", "partial_rotary_factor": 0.25,
+                        "rope_theta": 1000000.0},
+            },
+        },
+    },
+    # google/gemma-4-E4B-it, config.json `text_config`: 42 layers, 5 sliding : 1 full, hidden
+    # 2560, MLP 10240 (no double-wide), 8 query heads / 2 KV heads, the last 18 layers
+    # KV-shared; otherwise as E2B.
+    "gemma-4-e4b-it": {
+        "model_type": "gemma4", "architectures": ["Gemma4ForConditionalGeneration"],
+        "tie_word_embeddings": True,
+        "text_config": {
+            "model_type": "gemma4_text", "vocab_size": 262144, "hidden_size": 2560,
+            "intermediate_size": 10240, "num_hidden_layers": 42, "num_attention_heads": 8,
+            "num_key_value_heads": 2, "head_dim": 256, "global_head_dim": 512,
+            "attention_k_eq_v": False, "sliding_window": 512,
+            "layer_types": ([_SLIDING] * 5 + [_FULL]) * 7,
+            "num_kv_shared_layers": 18, "use_double_wide_mlp": False,
+            "vocab_size_per_layer_input": 262144, "hidden_size_per_layer_input": 256,
+            "hidden_activation": "gelu_pytorch_tanh", "rms_norm_eps": 1e-6,
+            "final_logit_softcapping": 30.0, "max_position_embeddings": 131072,
+            "tie_word_embeddings": True, "enable_moe_block": False,
+            "rope_parameters": {
+                _SLIDING: {"rope_type": "default", "rope_theta": 10000.0},
+                _FULL: {"rope_type": "proportional", "partial_rotary_factor": 0.25,
+                        "rope_theta": 1000000.0},
+            },
+        },
+    },
+}
+
+# Test-sized versions keep each architecture's structure (layer-type pattern, KV sharing,
+# per-layer inputs, partial rotary) and shrink widths, depths and vocabularies.
+_TINY: dict[str, dict[str, Any]] = {
+    "qwen3-4b-instruct-2507": {"vocab_size": 512, "bos_token_id": None, "eos_token_id": None,
+                               "hidden_size": 64, "intermediate_size": 128,
+                               "num_hidden_layers": 2, "num_attention_heads": 4,
+                               "num_key_value_heads": 2, "head_dim": 16},
+    "qwen3.5-2b": {"vocab_size": 512, "hidden_size": 64, "intermediate_size": 128,
+                   "num_hidden_layers": 4, "num_attention_heads": 4, "num_key_value_heads": 2,
+                   "head_dim": 16, "layer_types": ["linear_attention"] * 3 + ["full_attention"],
+                   "linear_num_key_heads": 2, "linear_num_value_heads": 2,
+                   "linear_key_head_dim": 16, "linear_value_head_dim": 16},
+    "gemma-4-e2b-it": {"vocab_size": 512, "hidden_size": 64, "intermediate_size": 96,
+                       "num_hidden_layers": 10, "num_attention_heads": 4, "num_key_value_heads": 1,
+                       "head_dim": 16, "global_head_dim": 32, "sliding_window": 8,
+                       "layer_types": ([_SLIDING] * 4 + [_FULL]) * 2, "num_kv_shared_layers": 5,
+                       "vocab_size_per_layer_input": 512, "hidden_size_per_layer_input": 8},
+    "gemma-4-e4b-it": {"vocab_size": 512, "hidden_size": 64, "intermediate_size": 128,
+                       "num_hidden_layers": 12, "num_attention_heads": 4, "num_key_value_heads": 2,
+                       "head_dim": 16, "global_head_dim": 32, "sliding_window": 8,
+                       "layer_types": ([_SLIDING] * 5 + [_FULL]) * 2, "num_kv_shared_layers": 6,
+                       "vocab_size_per_layer_input": 512, "hidden_size_per_layer_input": 8},
+}
+
+
+def _check(name: str) -> None:
+    if name not in PUBLISHED:
+        raise ValueError(f"unknown backbone {name!r}; published configs: {sorted(PUBLISHED)}")
+
+
+def published(name: str, tiny: bool = False) -> dict[str, Any]:
+    """The config.json dict of backbone `name` (a copy); `tiny` shrinks it for tests."""
+    _check(name)
+    hf = copy.deepcopy(PUBLISHED[name])
+    if tiny:
+        target = hf.get("text_config", hf)
+        target.update(copy.deepcopy(_TINY[name]))
+    return hf
+
+
+def _text(hf: dict) -> dict:
+    return hf.get("text_config", hf)
+
+
+def config(name: str, tiny: bool = False) -> Any:
+    """The omjax family `Config` of backbone `name`."""
+    hf = published(name, tiny)
+    return _family(_text(hf)["model_type"]).config_from_hf(hf)
+
+
+def _hf_shapes(text: dict) -> dict[str, tuple[int, ...]]:
+    """Tensor name -> shape of the transformers text model, built on torch's meta device (no
+    memory): the names and shapes `params_from_hf` asks for."""
+    import torch
+    import transformers
+
+    kinds = {"qwen3": ("Qwen3Config", "Qwen3ForCausalLM"),
+             "qwen3_5_text": ("Qwen3_5TextConfig", "Qwen3_5ForCausalLM"),
+             "gemma4_text": ("Gemma4TextConfig", "Gemma4ForCausalLM")}
+    cfg_cls, model_cls = (getattr(transformers, n) for n in kinds[text["model_type"]])
+    fields = {k: v for k, v in text.items() if k not in ("model_type", "architectures")}
+    with torch.device("meta"):
+        ref = model_cls(cfg_cls(**fields))
+    return {k: tuple(v.shape) for k, v in ref.state_dict().items()}
+
+
+def abstract_params(name: str, dtype=jnp.bfloat16, *, tiny: bool = False) -> tuple[Any, Any]:
+    """(family `Config`, parameter tree of `jax.ShapeDtypeStruct`s) of backbone `name`, built by the
+    family's own `params_from_hf` without allocating a weight."""
+    hf = published(name, tiny)
+    text = _text(hf)
+    fam = _family(text["model_type"])
+    cfg = fam.config_from_hf(hf)
+    shapes = _hf_shapes(text)
+
+    def get(tensor: str) -> jax.ShapeDtypeStruct:
+        if tensor not in shapes:
+            raise KeyError(f"{name}: the transformers model has no tensor {tensor!r}")
+        return jax.ShapeDtypeStruct(shapes[tensor], jnp.float32)
+
+    return cfg, jax.eval_shape(lambda: fam.params_from_hf(cfg, get, dtype))
+
+
+def random_model(name: str, dtype=jnp.bfloat16, *, tiny: bool = False, seed: int = 0,
+                 scale: float = 0.02) -> Model:
+    """A `Model` with the real (or `tiny`) shapes of backbone `name` and N(0, scale^2) weights,
+    drawn on the default device in one program; no tokenizer."""
+    cfg, abstract = abstract_params(name, dtype, tiny=tiny)
+    leaves, treedef = jax.tree.flatten(abstract)
+
+    @jax.jit
+    def draw(key):
+        keys = jax.random.split(key, len(leaves))
+        return [(scale * jax.random.normal(k, x.shape, jnp.float32)).astype(x.dtype) for k, x in zip(keys, leaves)]
+
+    params = jax.tree.unflatten(treedef, draw(jax.random.PRNGKey(seed)))
+    fam = _family(_text(published(name))["model_type"])
+    return Model(config=cfg, params=params, tokenizer=None, family=fam, source=f"random:{name}")
