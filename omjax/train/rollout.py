@@ -326,25 +326,32 @@ def _decision_keys(seed_keys: jax.Array, slot: jax.Array, rollout: jax.Array, ag
 
 def collect(game: Game, decider: Decider, base: Any, bank: Any, n_rollouts: int, key: jax.Array,
             seed: int, round_idx: int, progress: bool = False,
-            on_step: Callable[[Game], None] | None = None) -> RolloutBatch:
+            on_step: Callable[[Game], None] | None = None, episodes: list[int] | None = None) -> RolloutBatch:
     """Run `n_rollouts` joint episodes under the current bank (Algorithm 1, lines 2-5);
-    `on_step(game)` runs after every env step (the evaluation recorder)."""
+    `on_step(game)` runs after every env step (the evaluation recorder). `episodes` (default:
+    `episode_seed(seed, round_idx, k)`, the training seeds) sets each episode's seed directly,
+    so held-out evaluation seeds (10000, 10001, ...) can run as one batch."""
     n_adapters = jax.tree.leaves(bank)[0].shape[0]
     return collect_group(game, decider, base, bank, n_rollouts, key[None], [seed], round_idx, n_adapters,
-                         progress, on_step)[0]
+                         progress, on_step, episodes)[0]
 
 
 def collect_group(game: Game, decider: Decider, base: Any, bank: Any, n_rollouts: int, keys: jax.Array,
                   seeds: list[int], round_idx: int, adapters_per_seed: int, progress: bool = False,
-                  on_step: Callable[[Game], None] | None = None) -> list[RolloutBatch]:
+                  on_step: Callable[[Game], None] | None = None,
+                  episodes: list[int] | None = None) -> list[RolloutBatch]:
     """The K = `n_rollouts` joint episodes of every seed, stepped together (one batched backbone
     call per env step over all seeds' pending decisions); the game runs S x K episodes, `keys`
     [S] are the seeds' round keys and `bank` their S x `adapters_per_seed` adapters. Returns one
-    `RolloutBatch` per seed, its rollouts numbered 0 .. K-1."""
+    `RolloutBatch` per seed, its rollouts numbered 0 .. K-1. `episodes` [S x K] overrides the
+    episode seeds (default `episode_seed(seed, round_idx, k)`)."""
     cfg = decider.cfg
     n_seeds, n = len(seeds), game.n_agents
     total = n_seeds * n_rollouts
-    episodes = [episode_seed(s, round_idx, k) for s in seeds for k in range(n_rollouts)]
+    if episodes is None:
+        episodes = [episode_seed(s, round_idx, k) for s in seeds for k in range(n_rollouts)]
+    elif len(episodes) != total:
+        raise ValueError(f"episodes has {len(episodes)} seeds for {n_seeds} x {n_rollouts} rollouts")
     game.reset(episodes)
     memories = [[Memory(cfg.memory_macros, cfg.reward_window) for _ in range(n)] for _ in range(total)]
     letter_rngs = [[np.random.default_rng([e, i]) for i in range(n)] for e in episodes]

@@ -86,3 +86,27 @@ def test_solo_flip_smoke(tiny_model_dir, tmp_path):
     assert set(summary) == {"forced_coordination", "asymmetric_advantages"}
     assert all(s["partner"] == "absent" and len(s["solo_mean"]) == 2 for s in summary.values())
     assert (tmp_path / "solo_flip" / "solo_flip.png").is_file()
+
+
+def test_learning_trains_evaluates_frozen_and_trained_and_reports(tiny_model_dir, tmp_path):
+    import learning
+
+    args = ["--cpu", "--root", str(tmp_path), "--episodes", "2", *tiny(tiny_model_dir), "env.horizon=3"]
+    assert learning.main(args) == 0
+    out = tmp_path / "overcooked"
+    summary = json.loads((out / "summary.json").read_text())
+    assert set(summary["policies"]) == {"frozen", "per_agent"}
+    for name, row in summary["policies"].items():
+        episodes = [json.loads(line) for line in (out / name / "eval.jsonl").read_text().splitlines()]
+        assert [e["seed"] for e in episodes] == [10000, 10001]
+        assert row["deliveries_per_episode"] == [e["units"] for e in episodes]
+        assert (out / f"macro_{name}.png").stat().st_size > 0
+    assert 0.0 <= summary["tests"]["per_agent"]["p"] <= 1.0
+    rows = [json.loads(line) for line in (out / "per_agent" / "metrics.jsonl").read_text().splitlines()]
+    assert len(rows) == 1 and len(rows[0]["units"]) == 2
+    assert (out / "per_agent" / "learning_curve.png").stat().st_size > 0
+    assert "| per_agent vs frozen |" in (out / "report.md").read_text()
+    # A second call plays nothing new: the finished evaluations are read back.
+    stamp = (out / "frozen" / "eval.jsonl").stat().st_mtime
+    assert learning.main(args) == 0
+    assert (out / "frozen" / "eval.jsonl").stat().st_mtime == stamp

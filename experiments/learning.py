@@ -1,0 +1,273 @@
+"""Does PA-MAGRPO learn? The frozen base against the trained team on held-out seeds (issue 15).
+
+    python experiments/learning.py --cpu                               # Overcooked AA, per-agent adapters
+    python experiments/learning.py --cpu --variants per_agent shared_lora
+    python experiments/learning.py --cpu --game cleanup                # Melting Pot, 7 agents
+    python experiments/learning.py --cpu --render-only                 # report from finished runs
+
+One run trains the game's CPU setting (`SETTINGS`, fixed before any held-out episode was
+played) with per-agent adapters (`per_agent`) or one adapter shared by every agent
+(`shared_lora`, Ablation B), then plays the frozen base (zero adapters) and the adapters of the
+LAST round on the held-out seeds 10000, 10001, ... (never training seeds: those come from
+`episode_seed(seed, round, k)`). Scores are the env's own task events, never the shaped
+training reward: soups delivered (Overcooked), apples eaten and, for Commons Harvest, patches
+alive at the end. Writes, under `<root>/<game>/`:
+
+    <variant>/metrics.jsonl, learning_curve.png   training rounds (shaped return, real units, KL)
+    <policy>/eval.jsonl                           one line per held-out episode
+    macro_<policy>.png                            per-agent macro-choice histogram
+    report.md, summary.json                       bootstrap CIs, Mann-Whitney U of trained vs frozen
+
+Finished pieces are skipped on a second call (a stopped training run resumes from its newest
+checkpoint), so the script can be rerun until everything is done.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import common  # noqa: E402
+
+from omjax.config import dump_config, load_config  # noqa: E402
+from omjax.eval.audits import macro_counts, plot_macro_histogram  # noqa: E402
+from omjax.eval.stats import bootstrap_ci, mann_whitney  # noqa: E402
+from omjax.train.checkpoint import Checkpointer  # noqa: E402
+from omjax.train.metrics import MetricsLog, read_jsonl, write_jsonl_atomic  # noqa: E402
+from omjax.train.rollout import collect  # noqa: E402
+from omjax.train.trainer import Trainer  # noqa: E402
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One game's CPU-scale run."""
+
+    config: str
+    """Config file under configs/."""
+    overrides: tuple[str, ...]
+    unit: str
+    """What the game's `agent_returns()` counts (the reported score)."""
+    eval_episodes: int
+    eval_batch: int
+    """Held-out episodes played together in one batched rollout."""
+
+
+SETTINGS = {
+    # Asymmetric Advantages: each cook has its own onions, pot and serving window, and a
+    # feasible-menu policy that never picks `wait` or `drop_held` delivers about 0.5 soups in
+    # 100 steps (0 for a uniform pick over the menu): horizon 100 is the shortest where
+    # deliveries are in reach. The progress bonus (+3 onion in pot, +3 dish, +5 soup plated)
+    # gives every cohort a spread. LoRA rank 8 on q, v, o of the top 4 layers, lr 5e-4, K = 4.
+    # Cost: the AA prompt is about 860 tokens and a round about 340 decisions, so one round is
+    # of the order of 10 minutes on 2 idle cores; the 90-minute budget of issue 15 does not fit it.
+    "overcooked": Setting(
+        "quickstart_overcooked_smollm2.yaml",
+        ("env.layout=asymmetric_advantages", "env.horizon=100", "env.reward_shaping=1.0", "lora.rank=8",
+         "lora.alpha=16", "lora.targets=q,v,o", "lora.top_layers=4", "train.lr=5e-4", "train.rollouts=4",
+         "train.rounds=6", "train.kl_coef=0.01", "train.update_rows=0", "train.update_tokens=0",
+         "policy.temperature=1.0", "run.progress=false"),
+        "deliveries", eval_episodes=12, eval_batch=12),
+    # Seven agents, 8-step episodes (the quick-start's): rounds take minutes, so few of them.
+    "cleanup": Setting(
+        "quickstart_cleanup_smollm2.yaml",
+        ("env.horizon=8", "lora.top_layers=4", "train.lr=5e-4", "train.rollouts=2", "train.rounds=2",
+         "run.progress=false"),
+        "apples", eval_episodes=6, eval_batch=3),
+    "harvest": Setting(
+        "quickstart_harvest_smollm2.yaml",
+        ("env.horizon=8", "lora.top_layers=4", "train.lr=5e-4", "train.rollouts=2", "train.rounds=2",
+         "run.progress=false"),
+        "apples", eval_episodes=6, eval_batch=3),
+}
+
+VARIANTS = {"per_agent": (), "shared_lora": ("train.shared_lora=true",)}
+
+EVAL_SEED0 = 10000
+
+
+# ---------------------------------------------------------------------------------------------
+# Training.
+
+
+def train(trainer: Trainer, run_dir: Path) -> tuple[object, list[dict]]:
+    """Train to `train.rounds` (resuming from the newest checkpoint); each metrics row also
+    holds `units`, the env's real task count of each of the K rollouts. Returns (last bank, rows)."""
+    cfg = trainer.cfg
+    run_dir.mkdir(parents=True, exist_ok=True)
+    dump_config(cfg, run_dir / "config.yaml")
+    ckpt = Checkpointer(run_dir, cfg.run.keep_checkpoints)
+    state = trainer.init_state()
+    if ckpt.latest_round() is not None:
+        state = ckpt.restore(state).state
+    log = MetricsLog(run_dir, start_round=int(state.round))
+    try:
+        for r in range(int(state.round), cfg.train.rounds):
+            state, row, _ = trainer.round(state)
+            row["units"] = trainer.game.agent_returns().sum(axis=1).tolist()  # [K] real task events
+            log.append(row)
+            ckpt.save(state, {"round": r + 1, "metrics": row}, is_best=row["best"])
+            plot_curve(log.rows, run_dir / "learning_curve.png", f"{cfg.env.game} {cfg.env.layout}")
+            print(f"  round {r}: shaped return {row['team_return_mean']:.1f}, real {np.mean(row['units']):.2f}, "
+                  f"kl {row['kl']}, {row['time_s']:.0f}s", flush=True)
+    finally:
+        ckpt.close()
+    return state.bank, log.rows
+
+
+def plot_curve(rows: list[dict], path: Path, title: str) -> None:
+    """Per round: the shaped training return and the real task units (mean and min-max over K)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rounds = [r["round"] for r in rows]
+    fig, axes = plt.subplots(2, 1, figsize=(7, 6), sharex=True)
+    for ax, key, name in ((axes[0], "team_returns", "shaped training return"), (axes[1], "units", "real units")):
+        vals = [np.asarray(r[key], float) for r in rows]
+        ax.fill_between(rounds, [v.min() for v in vals], [v.max() for v in vals], alpha=0.25)
+        ax.plot(rounds, [v.mean() for v in vals], marker="o")
+        ax.set_ylabel(name)
+        ax.grid(alpha=0.3)
+    axes[0].set_title(title)
+    axes[1].set_xlabel("round")
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
+# ---------------------------------------------------------------------------------------------
+# Held-out evaluation.
+
+
+def evaluate(trainer: Trainer, bank, seeds: list[int], batch: int) -> list[dict]:
+    """One episode per held-out seed, `batch` episodes per rollout call; per episode the real
+    units (team and per agent), patches alive at the end (Harvest) and per-agent macro counts."""
+    game, out = trainer.game, []
+    for lo in range(0, len(seeds), batch):
+        chunk = seeds[lo: lo + batch]
+        rollouts = collect(game, trainer.decider, trainer.model.params, bank, len(chunk),
+                           jax.random.PRNGKey(chunk[0]), chunk[0], 0, episodes=chunk)
+        units = game.agent_returns()  # [k, A]
+        patches = game.extras().get("patches_alive")  # [k] Commons Harvest only
+        for k, seed in enumerate(chunk):
+            mine = [d for d in rollouts.decisions if d.rollout == k]
+            out.append({
+                "seed": seed, "units": float(units[k].sum()), "agent_units": units[k].tolist(),
+                "shaped_return": float(rollouts.returns[k]),
+                "patches_alive": None if patches is None else int(patches[k]),
+                "choices": [{"aid": d.agent, "opt": d.menu[d.action].opt} for d in mine],
+            })
+    return out
+
+
+def evaluated(path: Path, run) -> list[dict]:
+    """The episodes of `path` (eval.jsonl), playing them first when the file is missing."""
+    if not path.is_file():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_jsonl_atomic(path, run())
+    return read_jsonl(path)
+
+
+# ---------------------------------------------------------------------------------------------
+# Report.
+
+
+def summarize(name: str, episodes: list[dict], n_agents: int, out_dir: Path, unit: str) -> dict:
+    values = [e["units"] for e in episodes]
+    ci = bootstrap_ci(values)
+    counts, options = macro_counts([c for e in episodes for c in e["choices"]], n_agents)
+    plot_macro_histogram(counts, options, out_dir / f"macro_{name}.png", title=f"{name}: per-agent macro choices")
+    row = {"policy": name, "episodes": len(values), f"{unit}_mean": ci.mean, "ci95": [ci.low, ci.high],
+           f"{unit}_per_episode": values, "macro_counts": {o: counts[:, j].tolist() for j, o in enumerate(options)}}
+    patches = [e["patches_alive"] for e in episodes if e["patches_alive"] is not None]
+    if patches:
+        pci = bootstrap_ci(patches)
+        row["patches_alive_mean"], row["patches_alive_ci95"] = pci.mean, [pci.low, pci.high]
+    return row
+
+
+def report(game: str, setting: Setting, rows: dict[str, dict], tests: dict[str, dict], times: dict) -> str:
+    unit = setting.unit
+    lines = [f"# Does PA-MAGRPO learn? {game} at CPU scale", "",
+             f"Held-out seeds {EVAL_SEED0}..{EVAL_SEED0 + setting.eval_episodes - 1}; score: real {unit} "
+             "counted from the env's events (not the shaped training reward).", "",
+             f"| policy | episodes | {unit} (mean) | 95 % bootstrap CI |", "|---|---|---|---|"]
+    for name, r in rows.items():
+        lines.append(f"| {name} | {r['episodes']} | {r[f'{unit}_mean']:.2f} | [{r['ci95'][0]:.2f}, {r['ci95'][1]:.2f}] |")
+    lines += ["", "| comparison | U | p (two-sided Mann-Whitney) | P(trained > frozen) |", "|---|---|---|---|"]
+    for name, t in tests.items():
+        lines.append(f"| {name} vs frozen | {t['u']:.1f} | {t['p']:.4f} | {t['effect']:.2f} |")
+    lines += ["", "Settings: " + " ".join(setting.overrides), "",
+              "Wall time (s, this machine, shared): " + ", ".join(f"{k} {v:.0f}" for k, v in times.items())]
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--cpu", action="store_true", help="the CPU-scale settings (the only scale defined here)")
+    parser.add_argument("--game", default="overcooked", choices=sorted(SETTINGS))
+    parser.add_argument("--variants", nargs="+", default=["per_agent"], choices=sorted(VARIANTS))
+    parser.add_argument("--root", default="runs/learning")
+    parser.add_argument("--episodes", type=int, default=None, help="held-out episodes per policy")
+    parser.add_argument("--render-only", action="store_true", help="report from finished pieces; play nothing")
+    parser.add_argument("overrides", nargs="*", metavar="key=value", help="config overrides applied last")
+    args = parser.parse_args(argv)
+    if not args.cpu:
+        raise SystemExit("learning.py defines only the CPU scale: pass --cpu")
+    setting = SETTINGS[args.game]
+    episodes = args.episodes or setting.eval_episodes
+    if episodes < 2:
+        raise SystemExit(f"--episodes must be >= 2 (a Mann-Whitney test needs them), got {episodes}")
+    root = Path(args.root) / args.game
+    seeds = list(range(EVAL_SEED0, EVAL_SEED0 + episodes))
+    times: dict[str, float] = {}
+    model = None
+    rows, tests, episodes_of = {}, {}, {}
+    for name in ["frozen", *args.variants]:
+        overrides = [*setting.overrides, *VARIANTS.get(name, ()), *args.overrides, f"run.out_dir={root / name}"]
+        cfg = load_config(common.CONFIGS / setting.config, overrides)
+        path = root / name / "eval.jsonl"
+        if args.render_only:
+            if not path.is_file():
+                continue
+            run = None
+        else:
+            trainer = Trainer(cfg, model=model)
+            model = trainer.model
+            t0 = time.time()
+            if name == "frozen":
+                bank = trainer.init_state().bank  # B = 0: exactly the base model
+            else:
+                bank = train(trainer, root / name)[0]
+                times[f"{name} train"] = time.time() - t0
+            t0 = time.time()
+            run = lambda: evaluate(trainer, bank, seeds, setting.eval_batch)
+        episodes_of[name] = evaluated(path, run)
+        if run is not None:
+            times[f"{name} eval"] = time.time() - t0
+            trainer.game.close()  # Melting Pot worker processes
+        rows[name] = summarize(name, episodes_of[name], cfg.env.n_agents, root, setting.unit)
+        if name != "frozen" and "frozen" in episodes_of:
+            mw = mann_whitney([e["units"] for e in episodes_of[name]], [e["units"] for e in episodes_of["frozen"]])
+            tests[name] = {"u": mw.u, "p": mw.p_value, "effect": mw.effect_size}
+    text = report(args.game, setting, rows, tests, times)
+    common.write_text(root / "report.md", text)
+    (root / "summary.json").write_text(json.dumps({"policies": rows, "tests": tests, "wall_s": times,
+                                                   "settings": list(setting.overrides)}, indent=1))
+    print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
