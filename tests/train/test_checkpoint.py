@@ -21,7 +21,7 @@ def state(round_idx: int) -> TrainState:
 def saved_run(tmp_path, rounds=(1, 2, 3)) -> Checkpointer:
     ckpt = Checkpointer(tmp_path, keep=3)
     for r in rounds:
-        ckpt.save(state(r), {"round": r}, is_best=r == rounds[-1])
+        ckpt.save(state(r), {"round": r}, best=state(r) if r == rounds[-1] else None)
     return ckpt
 
 
@@ -58,7 +58,7 @@ def test_a_broken_newest_checkpoint_falls_back_to_the_newest_intact_one(tmp_path
     assert len(restored.skipped) == 1 and restored.skipped[0].startswith(f"{newest}: ") and why in restored.skipped[0]
     ckpt.discard(restored)
     assert ckpt.latest_round() == 2 and not newest.exists()
-    ckpt.save(state(3), {"round": 3}, is_best=False)  # the resumed run writes round 3 again
+    ckpt.save(state(3), {"round": 3})  # the resumed run writes round 3 again
     assert ckpt.restore(state(0)).step == 3
     ckpt.close()
 

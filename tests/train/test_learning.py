@@ -152,11 +152,12 @@ def test_best_checkpoint_holds_the_adapters_that_earned_the_best_return(tiny_mod
     assert [r["best"] for r in rows].index(True) == 0 and rows[best_round]["best"]
     ckpt = Checkpointer(tmp_path, 5)
     template = trainer.init_state()
-    best, meta = ckpt.restore(template, "best")
+    restored = ckpt.restore(template, "best")
+    best, meta = restored.state, restored.meta
     assert meta["adapters_of_round"] == best_round
     # The state after round r-1 (saved as step r) started round r; round 0 started from the init.
-    started = ckpt.restore(template, step=best_round)[0] if best_round else template
-    after = ckpt.restore(template, step=best_round + 1)[0]
+    started = ckpt.restore(template, step=best_round).state if best_round else template
+    after = ckpt.restore(template, step=best_round + 1).state
     for a, b, c in zip(jax.tree.leaves(best.bank), jax.tree.leaves(started.bank), jax.tree.leaves(after.bank)):
         np.testing.assert_array_equal(a, b)
     assert any(not np.array_equal(a, c) for a, c in zip(jax.tree.leaves(best.bank), jax.tree.leaves(after.bank)))

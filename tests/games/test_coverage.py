@@ -7,7 +7,7 @@ import pytest
 
 from omjax.options import overcooked as oc
 from omjax.options.records import load_npz
-from omjax.options.coverage import converged_at, coverage_curve, doublings, main, prefix
+from omjax.games.coverage import converged_at, coverage_curve, doublings, main, prefix
 
 
 def test_doublings_and_convergence_point():

@@ -6,7 +6,7 @@ prefix is itself a uniform burn-in of n + n episodes). The curve is the number o
 it has converged at the smallest n from which no doubling adds or drops a guard, and the shipped
 burn-in count (`DEFAULT_EPISODES`) must be at least that.
 
-    python -m omjax.options.coverage --game cleanup --max 32 --out experiments/results/cpu/coverage_cleanup.png
+    python -m omjax.games.coverage --game cleanup --max 32 --out experiments/results/cpu/coverage_cleanup.png
 """
 
 from __future__ import annotations
@@ -20,8 +20,8 @@ from pathlib import Path
 import numpy as np
 from matplotlib.figure import Figure
 
-from omjax.options.records import RecordTable
 from omjax.games.registry import GAMES, library, resolve_variant
+from omjax.options.records import RecordTable
 from omjax.options.schema import Schema
 from omjax.options.synthesis import Guard, SynthesisConfig, synthesize
 
@@ -91,7 +91,7 @@ def plot_coverage(curves: dict[str, list[dict]], path: str | Path) -> Path:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m omjax.options.coverage", description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(prog="python -m omjax.games.coverage", description=__doc__.split("\n\n")[0])
     p.add_argument("--game", required=True, choices=sorted(GAMES))
     p.add_argument("--layout", "--variant", dest="variant", default=None)
     p.add_argument("--max", type=int, default=32, help="largest n (solo = team episodes)")
