@@ -112,10 +112,13 @@ def train(trainer: Trainer, run_dir: Path) -> tuple[object, list[dict]]:
     log = MetricsLog(run_dir, start_round=int(state.round))
     try:
         for r in range(int(state.round), cfg.train.rounds):
+            before = state
             state, row, _ = trainer.round(state)
             row["units"] = trainer.game.agent_returns().sum(axis=1).tolist()  # [K] real task events
             log.append(row)
-            ckpt.save(state, {"round": r + 1, "metrics": row}, is_best=row["best"])
+            # As the trainer: the best checkpoint holds the adapters that collected the best round.
+            best = before.replace(best_return=state.best_return) if row["best"] else None
+            ckpt.save(state, {"round": r + 1, "adapters_of_round": r, "metrics": row}, best=best)
             plot_curve(log.rows, run_dir / "learning_curve.png", f"{cfg.env.game} {cfg.env.layout}")
             print(f"  round {r}: shaped return {row['team_return_mean']:.1f}, real {np.mean(row['units']):.2f}, "
                   f"kl {row['kl']}, {row['time_s']:.0f}s", flush=True)
