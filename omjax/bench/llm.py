@@ -96,9 +96,10 @@ def game_requests(name: str, decider, n: int, seed: int, walk: int) -> tuple[str
     from omjax.config import load_config
     from omjax.prompts import Memory
     from omjax.games import make_game
+    from omjax.options.libraries import resolve_library
     from omjax.train.rollout import Request, episode_seed
 
-    cfg = load_config(CONFIGS[name])
+    cfg = resolve_library(load_config(CONFIGS[name]))  # seed 0's library, as a training run would
     game = make_game(cfg.env, cfg.policy.action_interface)
     try:
         game.reset([episode_seed(seed, 0, k) for k in range(2)])

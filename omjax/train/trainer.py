@@ -163,9 +163,10 @@ class Trainer:
         settings = UpdateSettings(clip_eps=t.clip_eps, kl_coef=t.kl_coef, epochs=t.epochs,
                                   minibatch_size=t.minibatch_size, kl_kind=self.policy.kl_kind)
         self._update_bar: tqdm | None = None
+        self._in_sequence = jax.default_backend() == "cpu" and self.placement.n_devices == 1
         self.update = make_bank_update(self.policy.policy_fn, self.optimizer, settings, self.policy.prepare,
                                        on_step=lambda: self._update_bar is not None and self._update_bar.update(),
-                                       in_sequence=jax.default_backend() == "cpu" and self.placement.n_devices == 1)
+                                       in_sequence=self._in_sequence)
         self._init = jax.jit(self._init_one)
         self.round_compilations: list[int] = []
         """XLA compilations during each `round_group` call of this Trainer (0 once shapes repeat)."""
@@ -236,7 +237,10 @@ class Trainer:
             dbatch = self.placement.split(DecisionBatch(inputs=inputs, advantage=adv_rows, valid=valid))
             keys = jnp.concatenate([jax.random.split(sp[2], a) for sp in splits])
             active = active_minibatches(valid, cfg.train.minibatch_size)
-            self._update_bar = tqdm(total=cfg.train.epochs * active, desc=f"round {r} update", unit="step",
+            # In sequence every adapter of the bank reports each of its steps; vmapped, the bank
+            # reports each step once.
+            steps = active * (np.asarray(valid).shape[0] if self._in_sequence else 1)
+            self._update_bar = tqdm(total=cfg.train.epochs * steps, desc=f"round {r} update", unit="step",
                                     leave=False, disable=not cfg.run.progress)
             try:
                 out_bank, out_opt, metrics = self.update(
