@@ -24,6 +24,33 @@ from omjax.models.loader import Model
 
 _SLIDING, _FULL = "sliding_attention", "full_attention"
 
+
+def _gemma4(*, hidden_size: int, intermediate_size: int, num_hidden_layers: int, num_key_value_heads: int,
+            sliding_per_full: int, num_kv_shared_layers: int, use_double_wide_mlp: bool) -> dict:
+    """A gemma-4 E-series config.json: the sizes that differ between E2B and E4B, the rest shared."""
+    return {
+        "model_type": "gemma4", "architectures": ["Gemma4ForConditionalGeneration"],
+        "tie_word_embeddings": True,
+        "text_config": {
+            "model_type": "gemma4_text", "vocab_size": 262144, "hidden_size": hidden_size,
+            "intermediate_size": intermediate_size, "num_hidden_layers": num_hidden_layers,
+            "num_attention_heads": 8, "num_key_value_heads": num_key_value_heads, "head_dim": 256,
+            "global_head_dim": 512, "attention_k_eq_v": False, "sliding_window": 512,
+            "layer_types": ([_SLIDING] * sliding_per_full + [_FULL]) * (num_hidden_layers // (sliding_per_full + 1)),
+            "num_kv_shared_layers": num_kv_shared_layers, "use_double_wide_mlp": use_double_wide_mlp,
+            "vocab_size_per_layer_input": 262144, "hidden_size_per_layer_input": 256,
+            "hidden_activation": "gelu_pytorch_tanh", "rms_norm_eps": 1e-6,
+            "final_logit_softcapping": 30.0, "max_position_embeddings": 131072,
+            "tie_word_embeddings": True, "enable_moe_block": False,
+            "rope_parameters": {
+                _SLIDING: {"rope_type": "default", "rope_theta": 10000.0},
+                _FULL: {"rope_type": "proportional", "partial_rotary_factor": 0.25,
+                        "rope_theta": 1000000.0},
+            },
+        },
+    }
+
+
 PUBLISHED: dict[str, dict[str, Any]] = {
     # Qwen/Qwen3-4B-Instruct-2507, config.json: dense Qwen3 decoder, GQA 32/8, head_dim 128,
     # tied embeddings, 262k context with rope_theta 5e6 (the 2507 refresh of Qwen3-4B).
@@ -62,51 +89,15 @@ PUBLISHED: dict[str, dict[str, Any]] = {
     # 4 sliding (window 512, head_dim 256) : 1 full (global_head_dim 512, proportional rope at
     # 0.25), 8 query heads / 1 KV head, the last 20 layers KV-shared with double-wide MLPs
     # (6144 -> 12288), per-layer inputs of 256 over a 262144 vocabulary, logit soft-cap 30.
-    "gemma-4-e2b-it": {
-        "model_type": "gemma4", "architectures": ["Gemma4ForConditionalGeneration"],
-        "tie_word_embeddings": True,
-        "text_config": {
-            "model_type": "gemma4_text", "vocab_size": 262144, "hidden_size": 1536,
-            "intermediate_size": 6144, "num_hidden_layers": 35, "num_attention_heads": 8,
-            "num_key_value_heads": 1, "head_dim": 256, "global_head_dim": 512,
-            "attention_k_eq_v": False, "sliding_window": 512,
-            "layer_types": ([_SLIDING] * 4 + [_FULL]) * 7,
-            "num_kv_shared_layers": 20, "use_double_wide_mlp": True,
-            "vocab_size_per_layer_input": 262144, "hidden_size_per_layer_input": 256,
-            "hidden_activation": "gelu_pytorch_tanh", "rms_norm_eps": 1e-6,
-            "final_logit_softcapping": 30.0, "max_position_embeddings": 131072,
-            "tie_word_embeddings": True, "enable_moe_block": False,
-            "rope_parameters": {
-                _SLIDING: {"rope_type": "default", "rope_theta": 10000.0},
-                _FULL: {"rope_type": "proportional", "partial_rotary_factor": 0.25,
-                        "rope_theta": 1000000.0},
-            },
-        },
-    },
+    "gemma-4-e2b-it": _gemma4(hidden_size=1536, intermediate_size=6144, num_hidden_layers=35,
+                              num_key_value_heads=1, sliding_per_full=4, num_kv_shared_layers=20,
+                              use_double_wide_mlp=True),
     # google/gemma-4-E4B-it, config.json `text_config`: 42 layers, 5 sliding : 1 full, hidden
     # 2560, MLP 10240 (no double-wide), 8 query heads / 2 KV heads, the last 18 layers
     # KV-shared; otherwise as E2B.
-    "gemma-4-e4b-it": {
-        "model_type": "gemma4", "architectures": ["Gemma4ForConditionalGeneration"],
-        "tie_word_embeddings": True,
-        "text_config": {
-            "model_type": "gemma4_text", "vocab_size": 262144, "hidden_size": 2560,
-            "intermediate_size": 10240, "num_hidden_layers": 42, "num_attention_heads": 8,
-            "num_key_value_heads": 2, "head_dim": 256, "global_head_dim": 512,
-            "attention_k_eq_v": False, "sliding_window": 512,
-            "layer_types": ([_SLIDING] * 5 + [_FULL]) * 7,
-            "num_kv_shared_layers": 18, "use_double_wide_mlp": False,
-            "vocab_size_per_layer_input": 262144, "hidden_size_per_layer_input": 256,
-            "hidden_activation": "gelu_pytorch_tanh", "rms_norm_eps": 1e-6,
-            "final_logit_softcapping": 30.0, "max_position_embeddings": 131072,
-            "tie_word_embeddings": True, "enable_moe_block": False,
-            "rope_parameters": {
-                _SLIDING: {"rope_type": "default", "rope_theta": 10000.0},
-                _FULL: {"rope_type": "proportional", "partial_rotary_factor": 0.25,
-                        "rope_theta": 1000000.0},
-            },
-        },
-    },
+    "gemma-4-e4b-it": _gemma4(hidden_size=2560, intermediate_size=10240, num_hidden_layers=42,
+                              num_key_value_heads=2, sliding_per_full=5, num_kv_shared_layers=18,
+                              use_double_wide_mlp=False),
 }
 
 # Test-sized versions keep each architecture's structure (layer-type pattern, KV sharing,
