@@ -29,6 +29,10 @@ from pathlib import Path
 
 import numpy as np
 
+# JAX, torch, transformers and the omjax modules (which start JAX) are imported inside the
+# functions that use them, so that `--help` and argument errors answer without starting either
+# framework (several seconds here).
+
 CONFIGS = {"overcooked": "configs/quickstart_overcooked_smollm2.yaml",
            "cleanup": "configs/quickstart_cleanup_smollm2.yaml"}
 
