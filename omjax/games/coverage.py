@@ -1,12 +1,15 @@
 """Guard coverage vs burn-in size: how many burn-in episodes a game's guard set needs.
 
-One uniform burn-in of `n_max` solo + `n_max` team episodes is run once; the guards are then
-synthesised from its first n solo and first n team episodes for n = 1, 2, 4, ..., n_max (each
-prefix is itself a uniform burn-in of n + n episodes). The curve is the number of guards per n;
-it has converged at the smallest n from which no doubling adds or drops a guard, and the shipped
-burn-in count (`DEFAULT_EPISODES`) must be at least that.
+For n = 1, 2, 4, ..., n_max the game's own burn-in of n solo + n team episodes is run (the one
+`omjax guards --solo n --team n` runs, in the Melting Pot games a fresh fixed-layout process:
+`omjax.envs.meltingpot.isolated`) and the guards are synthesised from it, so the point at n is
+the guard file that command writes, whatever `--max` is, and two runs of one command draw the
+same curve. (Prefixes of one large burn-in are no such thing: its team episodes start after all
+`n_max` solo episodes, on other engine seeds and another stretch of the random stream.) The
+curve has converged at the smallest n from which no doubling adds or drops a guard, and the
+shipped burn-in count (`DEFAULT_EPISODES`) must be at least that.
 
-    python -m omjax.games.coverage --game cleanup --max 32 --out experiments/results/cpu/coverage_cleanup.png
+    python -m omjax.games.coverage --game harvest --max 64 --out experiments/results/cpu/coverage_harvest.png
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ import argparse
 import json
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -36,26 +40,21 @@ def doublings(n_max: int) -> list[int]:
     return out if out[-1] == n_max else out + [n_max]
 
 
-def prefix(table: RecordTable, solo_total: int, n: int) -> RecordTable:
-    """The records of the first n solo and first n team episodes of a burn-in that ran
-    `solo_total` solo episodes first (episode indices: solo 0.., team solo_total..)."""
-    keep = np.where(table.solo, table.ep < n, (table.ep >= solo_total) & (table.ep < solo_total + n))
-    return table.select(keep)
+def guard_key(g: Guard) -> str:
+    """One line naming a guard (option, channel, literals): what the curve compares and lists."""
+    return f"{g.opt} {g.channel} " + ", ".join(f"{k}={v}" for k, v in sorted(g.when.items()))
 
 
-def _key(g: Guard) -> tuple:
-    return g.opt, g.channel, tuple(sorted(g.when.items()))
-
-
-def coverage_curve(table: RecordTable, schema: Schema, solo_total: int, counts: list[int],
+def coverage_curve(burnin: Callable[[int], RecordTable], schema: Schema, counts: list[int],
                    config: SynthesisConfig = SynthesisConfig()) -> list[dict]:
-    """Per n in `counts`: records, guards and guards new since the previous n."""
+    """Per n in `counts`: the records and guards of `burnin(n)` (a burn-in of n solo + n team
+    episodes), the guards new and lost since the previous n, and the guards themselves."""
     rows, seen = [], set()
     for n in counts:
-        sub = prefix(table, solo_total, n)
-        guards = {_key(g) for g in synthesize(sub, schema, config)}
-        rows.append({"episodes": n, "records": len(sub), "guards": len(guards), "new": len(guards - seen),
-                     "lost": len(seen - guards)})
+        table = burnin(n)
+        guards = {guard_key(g) for g in synthesize(table, schema, config)}
+        rows.append({"episodes": n, "records": len(table), "guards": len(guards), "new": len(guards - seen),
+                     "lost": len(seen - guards), "guard_set": sorted(guards)})
         seen = guards
     return rows
 
@@ -106,15 +105,14 @@ def main(argv: list[str] | None = None) -> int:
         print(f"coverage: {err}", file=sys.stderr)
         return 2
     t0 = time.perf_counter()
-    table = lib.burnin(variant, args.max, args.max, args.seed, progress=False)
+    rows = coverage_curve(lambda n: lib.burnin(variant, n, n, args.seed, progress=False), lib.SCHEMA, counts)
     secs = time.perf_counter() - t0
-    rows = coverage_curve(table, lib.SCHEMA, args.max, counts)
     label = f"{args.game} / {variant}"
     out = plot_coverage({label: rows}, args.out)
-    summary = {"game": args.game, "variant": variant, "seed": args.seed, "burnin_s": round(secs, 1),
+    summary = {"game": args.game, "variant": variant, "seed": args.seed, "burnins_s": round(secs, 1),
                "default_episodes": list(lib.DEFAULT_EPISODES), "curve": rows, "converged_at": converged_at(rows)}
     out.with_suffix(".json").write_text(json.dumps(summary, indent=2) + "\n")
-    print(json.dumps(summary))
+    print(json.dumps({**summary, "curve": [{k: v for k, v in r.items() if k != "guard_set"} for r in rows]}))
     return 0
 
 
