@@ -25,7 +25,7 @@ import numpy as np
 from matplotlib.figure import Figure
 
 from omjax.games.registry import GAMES, library, resolve_variant
-from omjax.options.records import RecordTable
+from omjax.options.records import RecordTable, save_npz
 from omjax.options.schema import Schema
 from omjax.options.synthesis import Guard, SynthesisConfig, synthesize
 
@@ -96,6 +96,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--max", type=int, default=32, help="largest n (solo = team episodes)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", required=True, help="PNG path (a .json summary is written beside it)")
+    p.add_argument("--save-records", default=None, metavar="DIR",
+                   help="also write each point's burn-in to DIR/burnin_<game>_<variant>_<n>.npz "
+                        "(`omjax guards --records` of one writes that point's guard file)")
     args = p.parse_args(argv)
     try:
         lib = library(args.game)
@@ -104,8 +107,16 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as err:
         print(f"coverage: {err}", file=sys.stderr)
         return 2
+
+    def burnin(n: int) -> RecordTable:
+        table = lib.burnin(variant, n, n, args.seed, progress=False)
+        if args.save_records:
+            Path(args.save_records).mkdir(parents=True, exist_ok=True)
+            save_npz(Path(args.save_records) / f"burnin_{args.game}_{variant}_{n}.npz", table)
+        return table
+
     t0 = time.perf_counter()
-    rows = coverage_curve(lambda n: lib.burnin(variant, n, n, args.seed, progress=False), lib.SCHEMA, counts)
+    rows = coverage_curve(burnin, lib.SCHEMA, counts)
     secs = time.perf_counter() - t0
     label = f"{args.game} / {variant}"
     out = plot_coverage({label: rows}, args.out)
