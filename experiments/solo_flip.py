@@ -42,10 +42,8 @@ def render(reports: dict) -> str:
              "|---|---|---|---|---|---|"]
     for layout, r in reports.items():
         s = r.summary()
-        verdict = "coordination certified" if s["coordination_certified"] else "solo-solvable" if any(
-            s["solo_capable"]) else "no delivery"
         lines.append(f"| {layout} | {s['team_mean']:.2f} | " + " | ".join(f"{v:.2f}" for v in s["solo_mean"]) +
-                     f" | {s['partner']} | {verdict} |")
+                     f" | {s['partner']} | {s['verdict']} |")
     return "\n".join(lines) + "\n"
 
 

@@ -223,12 +223,21 @@ class SoloReport:
         """Team reward that no agent can earn alone: the return needs a partner (§6.4, FC)."""
         return bool(self.team.mean() > 0 and not self.solo_capable.any())
 
+    @property
+    def verdict(self) -> str:
+        """`coordination certified`, `solo-solvable` (an agent scores alone), or `nobody scored`
+        (no return at all, so the test says nothing about coordination)."""
+        if self.coordination_certified:
+            return "coordination certified"
+        return "solo-solvable" if self.solo_capable.any() else "nobody scored"
+
     def summary(self) -> dict:
         return {
             "team_mean": float(self.team.mean()),
             "solo_mean": [float(v) for v in self.solo_mean],
             "solo_capable": [bool(v) for v in self.solo_capable],
             "coordination_certified": self.coordination_certified,
+            "verdict": self.verdict,
             "partner": self.partner,
         }
 
@@ -333,8 +342,7 @@ def plot_solo_test(reports: Mapping[str, SoloReport], path: str | Path, *, title
         labels = ["team"] + [f"a{a} alone" for a in range(report.solo.shape[0])]
         values = [report.team.mean(), *report.solo_mean]
         ax.bar(labels, values, color=["tab:green"] + ["tab:gray"] * report.solo.shape[0])
-        verdict = "coordination certified" if report.coordination_certified else "solo-solvable"
-        ax.set_title(f"{layout}\n({verdict}; partner {report.partner} when alone)", fontsize=9)
+        ax.set_title(f"{layout}\n({report.verdict}; partner {report.partner} when alone)", fontsize=9)
         ax.set_ylabel("return per episode")
     fig.suptitle(title)
     fig.tight_layout()

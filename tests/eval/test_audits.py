@@ -88,6 +88,9 @@ def test_solo_report_verdicts(tmp_path):
     assert aa.summary()["solo_mean"] == [4.0, 2.0]
     assert fc.coordination_certified
     assert fc.summary()["solo_capable"] == [False, False]
+    assert (aa.verdict, fc.verdict) == ("solo-solvable", "coordination certified")
+    nobody = SoloReport(team=np.zeros(3), solo=np.zeros((2, 3)))
+    assert not nobody.coordination_certified and nobody.summary()["verdict"] == "nobody scored"
     _assert_png(plot_solo_test({"asymmetric_advantages": aa, "forced_coordination": fc}, tmp_path / "solo.png"))
     with pytest.raises(ValueError, match="PNG"):
         plot_solo_test({"aa": aa}, tmp_path / "solo.jpg")
