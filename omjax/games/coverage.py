@@ -6,10 +6,12 @@ For n = 1, 2, 4, ..., n_max the game's own burn-in of n solo + n team episodes i
 the guard file that command writes, whatever `--max` is, and two runs of one command draw the
 same curve. (Prefixes of one large burn-in are no such thing: its team episodes start after all
 `n_max` solo episodes, on other engine seeds and another stretch of the random stream.) The
-curve has converged at the smallest n from which no doubling adds or drops a guard, and the
-shipped burn-in count (`DEFAULT_EPISODES`) must be at least that.
+curve has converged at the smallest n from which no doubling adds or drops a guard; the shipped
+burn-in count (`DEFAULT_EPISODES`) is at least that, or the largest n measured where the curve
+has not converged (Commons Harvest, `omjax.options.harvest`).
 
-    python -m omjax.games.coverage --game harvest --max 64 --out experiments/results/cpu/coverage_harvest.png
+    python -m omjax.games.coverage --game harvest --layout lib_a --max 64 \
+        --out experiments/results/cpu/coverage_harvest_lib_a.png
 """
 
 from __future__ import annotations
