@@ -133,8 +133,5 @@ LIBRARY = mp.MeltingPotGameLibrary(
     game="harvest", module=__name__, env=CommonsHarvest, candidates={"lib_a": LIB_A, "lib_b": LIB_B},
     read_set=_READ, effect_set=_EFFECT, transient=(PARTNER_ADJACENT,), agent_features=agent_features,
     target_features=target_features, effect_features=effect_features, transient_features=mp.partner_transient,
-    # 400-step episodes. The guard-coverage curve (`omjax.games.coverage`, seed 0) still swaps
-    # go_to_patch / walk_to_patch conjunctions near the patch between 32 and 64 solo + team
-    # episodes, so the shipped files come from the largest burn-in measured, 64 + 64.
-    regions=regions, DEFAULT_EPISODES=(64, 64),
+    regions=regions, DEFAULT_EPISODES=(7, 7),  # one solo episode per agent, then as many team episodes (400 steps each)
 )

@@ -66,9 +66,8 @@ def test_guard_files_regenerate_byte_identical_in_fresh_processes(game, tmp_path
     writes exactly the shipped guard file, for every variant (the burn-in runs in a fixed-layout
     process with LuaJIT's PRNG pinned: `omjax.envs.meltingpot.isolated`).
 
-    Runtime: one default burn-in per variant (clean_up 7 + 7 episodes, Commons Harvest 64 + 64);
-    about 1 min per clean_up variant and 2-3 min per Commons Harvest variant on a quiet 2-core
-    machine (slow-marked)."""
+    Runtime: one default burn-in per variant, 7 solo + 7 team episodes; about 1 min per clean_up
+    variant and 1-2 min per Commons Harvest variant on a quiet 2-core machine (slow-marked)."""
     import subprocess
     import sys
 
