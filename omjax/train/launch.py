@@ -72,6 +72,11 @@ def train(cfg: Config, seeds: list[int] | None, resume: bool, overwrite: bool, c
         if compile_cache:
             enable_compilation_cache()
         trainer = Trainer(cfg, seeds=seeds)
+        where = trainer.placement
+        if where.n_devices > 1:
+            base = f"sharded over {where.model_devices}" if where.model_devices > 1 else "replicated on each"
+            print(f"{where.n_devices} devices, mesh {where.data_devices} data x {where.model_devices} model: "
+                  f"adapters and decision rows split over data, the frozen base {base}")
         try:
             runs = trainer.run_group(resume=resume)
         except RunInterrupted as stop:
