@@ -163,7 +163,7 @@ def placement_for(cfg, args) -> Placement:
     est = memory_estimate(cfg, args.seeds * 2, GAMES[2]["rank"], 8, args.prompt_tokens, parallel_agents=True)
     devices = jax.devices()
     m = model_axis(args.base_sharding, len(devices), args.model_devices,
-                   lambda m: est["total"] - est["base"] + est["base"] / m, device_bytes_limit(devices[0]))
+                   lambda m: est["total"] - est["base"] + est["base"] / m, device_bytes_limit(devices))
     return Placement(devices, model_devices=m)
 
 

@@ -43,7 +43,7 @@ from omjax.train import grpo
 from omjax.train.checkpoint import Checkpointer, TrainState
 from omjax.train.metrics import MetricsLog, plot_learning_curve, write_jsonl_atomic
 from omjax.train.policy import LetterPolicy, SamplePolicy
-from omjax.train.sharding import Placement, device_bytes_limit, model_axis, staging_device
+from omjax.train.sharding import Placement, device_bytes_limit, model_axis, staging_device, to_host
 from omjax.train.rollout import Decider, RolloutBatch, collect_group, decision_record, update_inputs
 from omjax.train.update import (DecisionBatch, UpdateSettings, active_minibatches, init_opt_state, make_bank_update,
                                 make_optimizer)
@@ -107,7 +107,7 @@ def make_policy(cfg: Config, model: Any, lora_cfg: LoRAConfig) -> LetterPolicy |
 
 def summarize_update(metrics: Any) -> dict:
     """Round-level update statistics from per-step metrics [G, E, n_mb] (stepped steps only)."""
-    m = jax.tree.map(np.asarray, metrics)
+    m = to_host(metrics)
     stepped = m.stepped.astype(bool)
     if not stepped.any():
         return {"kl": None, "clip_frac": None, "grad_norm": None, "ratio": None, "loss": None,
@@ -179,6 +179,9 @@ class Trainer:
                                        on_step=lambda: self._update_bar is not None and self._update_bar.update(),
                                        in_sequence=self._in_sequence)
         self._init = jax.jit(self._init_one)
+        self.writes_files = jax.process_index() == 0
+        """Whether this process writes the run's files besides checkpoints (in a multi-host run
+        only the first does; every process takes part in each orbax checkpoint)."""
         self.round_compilations: list[int] = []
         """XLA compilations during each `round_group` call of this Trainer (0 once shapes repeat)."""
 
@@ -193,7 +196,7 @@ class Trainer:
                               remat=t.remat, parallel_agents=True)
         need = lambda m: est["total"] - est["base"] + est["base"] / m
         m = model_axis(cfg.run.base_sharding, len(devices), cfg.run.model_devices, need,
-                       device_bytes_limit(devices[0]))
+                       device_bytes_limit(devices))
         return Placement(devices, model_devices=m)
 
     # ---------------------------------------------------------------------------------------
@@ -343,9 +346,10 @@ class Trainer:
             states = self.init_states()
             if resume:
                 states = self._restore(ckpts, states)
-            self._write_layout()
+            if self.writes_files:
+                self._write_layout()
             start = r = int(states[0].round)
-            logs = [MetricsLog(d, start_round=start) for d in self.run_dirs]
+            logs = [MetricsLog(d, start_round=start, write=self.writes_files) for d in self.run_dirs]
             bar = tqdm(range(start, cfg.train.rounds), initial=start, total=cfg.train.rounds, desc="PA-MAGRPO",
                        unit="round", disable=not cfg.run.progress)
             for r in bar:
@@ -408,12 +412,16 @@ class Trainer:
         """Decisions, metrics row and checkpoint of round r; `best`, when this round scored the
         best return so far, is the state the round started from (saved as the best checkpoint)."""
         cfg = self.cfg
-        if cfg.run.save_decisions:
+        if cfg.run.save_decisions and self.writes_files:
             write_jsonl_atomic(run_dir / "decisions" / f"round_{r:04d}.jsonl",
                                [decision_record(d, r) for d in batch.decisions])
         log.append(row)
+        if jax.process_count() > 1:
+            # orbax saves from every process only arrays that span the whole mesh; the key and
+            # counters live on one local device.
+            state, best = self.placement.replicate(to_host((state, best)))
         ckpt.save(state, {"round": r + 1, "adapters_of_round": r, "metrics": row}, best=best)
-        if (r + 1) % cfg.run.plot_every == 0 or r + 1 == cfg.train.rounds:
+        if self.writes_files and ((r + 1) % cfg.run.plot_every == 0 or r + 1 == cfg.train.rounds):
             plot_learning_curve(log.rows, run_dir / "learning_curve.png",
                                 f"{cfg.env.game} {cfg.env.layout} / {cfg.model.name}")
 

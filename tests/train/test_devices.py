@@ -9,6 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import jax
 import numpy as np
 import pytest
 
@@ -131,6 +132,54 @@ def test_sharded_base_calls_equal_one_device(tiny_model, tmp_path):
         np.testing.assert_allclose(got["logits"], one["logits"], rtol=1e-4, atol=1e-5, err_msg=name)
     for a, b in zip(calls["2x2"]["new_bank"], one["new_bank"], strict=True):
         np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-6)
+
+
+HOST = r'''
+import json, sys
+import jax
+jax.config.update("jax_cpu_collectives_implementation", "gloo")
+model_dir, out, settings, port, pid = sys.argv[1], sys.argv[2], json.loads(sys.argv[3]), sys.argv[4], int(sys.argv[5])
+jax.distributed.initialize(f"localhost:{port}", num_processes=2, process_id=pid)
+from omjax.config import load_config
+from omjax.models import load
+from omjax.train.trainer import Trainer
+from bandit import MenuBandit
+assert (jax.device_count(), jax.local_device_count()) == (4, 2)
+cfg = load_config(None, settings + ["run.base_sharding=shard", "run.model_devices=2"])
+trainer = Trainer(cfg, model=load(model_dir), run_dir=out, game=MenuBandit(2, 2), seeds=[0, 1])
+trainer.run_group()
+jax.distributed.shutdown()
+'''
+
+
+@pytest.mark.slow
+def test_two_hosts_equal_one_device(tiny_model, tmp_path):
+    """Two processes of 2 CPU devices each join one 2 x 2 mesh (`jax.distributed`, gloo): the
+    base sharded across them, one shared run directory written by the first; equal to one device."""
+    import socket
+
+    from omjax.train.trainer import Trainer
+    from test_seeds import assert_close, strip
+    from bandit import MenuBandit
+
+    with socket.socket() as s:
+        s.bind(("localhost", 0))
+        port = s.getsockname()[1]
+    root = Path(__file__).resolve().parents[2]
+    env = {**os.environ, "XLA_FLAGS": "--xla_force_host_platform_device_count=2", "JAX_PLATFORMS": "cpu",
+           "PYTHONPATH": os.pathsep.join([str(root), str(Path(__file__).parent)])}
+    hosts = [subprocess.Popen([sys.executable, "-c", HOST, tiny_model.source, str(tmp_path / "hosts"),
+                               json.dumps(SETTINGS), str(port), str(i)], env=env, stderr=subprocess.PIPE, text=True)
+             for i in range(2)]
+    errors = [h.communicate(timeout=900)[1] for h in hosts]
+    for h, err in zip(hosts, errors):
+        assert h.returncode == 0, err[-3000:]
+    one = Trainer(load_config(None, SETTINGS), model=tiny_model, run_dir=tmp_path / "one", game=MenuBandit(2, 2),
+                  seeds=[0, 1], devices=jax.devices()[:1]).run_group()
+    for s, rows in enumerate(one):
+        two = [json.loads(x) for x in (tmp_path / "hosts" / f"seed_{s}" / "metrics.jsonl").read_text().splitlines()]
+        assert_close(strip(rows), strip(two))
+        assert (tmp_path / "hosts" / f"seed_{s}" / "checkpoints" / "2").is_dir()
 
 
 def test_model_axis_choice():
