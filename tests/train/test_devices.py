@@ -13,8 +13,11 @@ import jax
 import numpy as np
 import pytest
 
+from jax.sharding import PartitionSpec
+
 from omjax.config import ConfigError, load_config
-from omjax.train.sharding import model_axis
+from omjax.models import configs
+from omjax.train.sharding import base_spec, model_axis
 
 SETTINGS = ["env.n_agents=2", "env.horizon=2", "lora.rank=4", "lora.alpha=8", "lora.targets=q,v",
             "train.rollouts=4", "train.lr=0.03", "train.minibatch_size=4", "train.kl_coef=0.01",
@@ -182,6 +185,16 @@ def test_two_hosts_equal_one_device(tiny_model, tmp_path):
         assert (tmp_path / "hosts" / f"seed_{s}" / "checkpoints" / "2").is_dir()
 
 
+@pytest.mark.parametrize("name", sorted(configs.PUBLISHED))
+def test_every_published_base_weight_has_a_layout(name):
+    """At the real shapes, 8 model devices (a host of 8 GPUs) split all but the norms and scalars."""
+    _, tree = configs.abstract_params(name)
+    specs = jax.tree_util.tree_map_with_path(lambda p, x: base_spec(p, x, 8), tree)
+    pairs = list(zip(jax.tree.leaves(tree), jax.tree.leaves(specs, is_leaf=lambda x: isinstance(x, PartitionSpec))))
+    split = sum(x.size for x, spec in pairs if "model" in spec)
+    assert split / sum(x.size for x, _ in pairs) > 0.999
+
+
 def test_model_axis_choice():
     need = lambda m: 10 + 90 / m  # 90 bytes of base, 10 of everything else
     assert model_axis("auto", 8, 0, need, None) == 1          # CPU: no limit reported
@@ -206,3 +219,9 @@ def test_base_sharding_config_errors_name_the_key():
         load_config(None, ["run.model_devices=-1"])
     with pytest.raises(ConfigError, match="run.model_devices: 2 devices shard the base, but run.base_sharding=replicate"):
         load_config(None, ["run.model_devices=2", "run.base_sharding=replicate"])
+
+
+def test_a_base_weight_without_a_rule_is_named():
+    path = (jax.tree_util.DictKey("layers"), jax.tree_util.SequenceKey(0), jax.tree_util.DictKey("w_new"))
+    with pytest.raises(ValueError, match=r"no sharding rule for base parameter \['layers'\]\[0\]\['w_new'\] \(4, 6\)"):
+        base_spec(path, np.zeros((4, 6)), 2)
