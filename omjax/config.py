@@ -283,8 +283,26 @@ class RunConfig:
     save_decisions: bool = True
     """Write every decision of every round to `decisions/round_XXXX.jsonl` for audits."""
 
+    base_sharding: Literal["auto", "replicate", "shard"] = "auto"
+    """Where the frozen base lives when several devices are visible (`omjax.train.sharding`):
+    `replicate` puts a copy on every device; `shard` splits its weights over the mesh's "model"
+    axis (Megatron-style: column-parallel q/k/v/gate/up, row-parallel o/down, embeddings on the
+    vocabulary); `auto` shards only when `memory_estimate` of the run exceeds one device's memory
+    (never on the CPU, which reports none)."""
+
+    model_devices: int = 0
+    """Devices along the "model" axis that shards the base (the rest split the adapters and
+    decision rows); it must divide the device count. 0: `shard` and `auto` take the fewest that
+    fit the estimate (`shard` at least 2; every device where no memory limit is known)."""
+
     def __post_init__(self) -> None:
         _check(bool(self.out_dir), "run.out_dir", "must be a directory path")
+        _check(self.base_sharding in ("auto", "replicate", "shard"), "run.base_sharding",
+               f"must be auto, replicate or shard, got {self.base_sharding!r}")
+        _check(self.model_devices >= 0, "run.model_devices", f"must be >= 0, got {self.model_devices}")
+        _check(not (self.model_devices > 1 and self.base_sharding == "replicate"), "run.model_devices",
+               f"{self.model_devices} devices shard the base, but run.base_sharding=replicate: "
+               "set run.base_sharding=shard (or auto)")
         _check(self.keep_checkpoints >= 1, "run.keep_checkpoints", "must be >= 1")
         _check(self.plot_every >= 1, "run.plot_every", "must be >= 1")
 

@@ -14,7 +14,11 @@ Per backbone (`omjax.models.configs`: the published config.json shapes, random b
   1.0, per-layer remat) over seeds x 2 adapters with `--update-decisions` decisions each.
 - `peak_bytes`: the device's peak memory after the update, next to `memory_estimate` of the same
   shapes (`parallel_agents=True`: the vmapped update holds every adapter's activations at once).
-Then JAX Overcooked steps/s (`omjax.bench.env.JaxBench`, random joint actions). Each timing is
+The arrays are placed as the trainer places them (`omjax.train.sharding`): on several devices
+the bank and rows split over the mesh's "data" axis and, under `--base-sharding` (default `auto`:
+when the estimate exceeds one device's memory), the base shards over its "model" axis, drawn
+directly in its shards. Then JAX Overcooked steps/s (`omjax.bench.env.JaxBench`, random joint
+actions). Each timing is
 the best of `--repeats` calls after a compiling one (compile time reported apart). On an
 accelerator each backbone runs in its own process, so every peak is that backbone's own. Ends
 with one JSON line `{"bench": "gpu", ...}`.
@@ -39,6 +43,7 @@ from omjax.models import configs, memory_estimate
 from omjax.models import lora as lora_lib
 from omjax.models.inference import pow2_at_least
 from omjax.train.policy import LetterPolicy
+from omjax.train.sharding import BASE_SHARDING, Placement, device_bytes_limit, model_axis
 from omjax.train.update import DecisionBatch, UpdateSettings, init_opt_state, make_bank_update, make_optimizer
 
 MENU = 16
@@ -62,8 +67,9 @@ def _best(fn, repeats: int) -> tuple[float, float, object]:
 
 
 def _peak_bytes() -> int | None:
-    stats = jax.devices()[0].memory_stats() or {}
-    return stats.get("peak_bytes_in_use")
+    """The largest peak over this process's devices."""
+    peaks = [(d.memory_stats() or {}).get("peak_bytes_in_use") for d in jax.local_devices()]
+    return max((p for p in peaks if p is not None), default=None)
 
 
 def _bank(model, n: int, rank: int, seed: int):
@@ -73,7 +79,9 @@ def _bank(model, n: int, rank: int, seed: int):
     return cfg, jax.tree.map(lambda x: x + 0.01, bank)
 
 
-def bench_decide(model, agents: int, seeds: int, tokens: int, repeats: int) -> dict:
+def decide_case(model, agents: int, seeds: int, tokens: int):
+    """The letter-mode call `bench_decide` times: (policy, bank, bank_rows [R], inputs, keys [R],
+    decisions n <= R)."""
     game = GAMES[agents]
     lcfg, bank = _bank(model, seeds * agents, game["rank"], 0)
     policy = LetterPolicy(model.family, model.config, lcfg.scale, game["temperature"], remat=False)
@@ -90,13 +98,24 @@ def bench_decide(model, agents: int, seeds: int, tokens: int, repeats: int) -> d
               "letters": jnp.asarray(np.broadcast_to(np.arange(MENU) + 5, (rows, 1, MENU)), jnp.int32),
               "menu_mask": jnp.ones((rows, 1, MENU), bool)}
     keys = jax.random.split(jax.random.PRNGKey(1), rows)
+    return policy, bank, bank_rows, inputs, keys, n
+
+
+def bench_decide(model, placement: Placement, agents: int, seeds: int, tokens: int, repeats: int) -> dict:
+    game = GAMES[agents]
+    policy, bank, bank_rows, inputs, keys, n = decide_case(model, agents, seeds, tokens)
+    rows = len(bank_rows)
+    bank = placement.bank(bank)
+    bank_rows, inputs, keys = placement.split((bank_rows, inputs, keys))
     first, best, _ = _best(lambda: policy.decide(model.params, bank, bank_rows, inputs, keys), repeats)
     return {"agents": agents, "seeds": seeds, "adapters": seeds * agents, "decisions": n, "rows": rows,
             "prompt_tokens": tokens, "rank": game["rank"], "call_s": best, "compile_s": first - best,
             "decisions_per_s": n / best}
 
 
-def bench_update(model, seeds: int, decisions: int, tokens: int, repeats: int) -> dict:
+def update_case(model, seeds: int, decisions: int, tokens: int):
+    """The update `bench_update` times: (update, bank, opt_state, batch, keys, active
+    minibatches, settings) over seeds x 2 adapters of `decisions` decisions each."""
     agents, rank, minibatch = 2, GAMES[2]["rank"], 8
     n = seeds * agents
     lcfg, bank = _bank(model, n, rank, 2)
@@ -119,6 +138,15 @@ def bench_update(model, seeds: int, decisions: int, tokens: int, repeats: int) -
     state = init_opt_state(opt, bank)
     keys = jax.random.split(jax.random.PRNGKey(4), n)
     active = -(-decisions // minibatch)
+    return update, bank, state, batch, keys, active, settings
+
+
+def bench_update(model, placement: Placement, seeds: int, decisions: int, tokens: int, repeats: int) -> dict:
+    agents, rank, minibatch = 2, GAMES[2]["rank"], 8
+    n = seeds * agents
+    update, bank, state, batch, keys, active, settings = update_case(model, seeds, decisions, tokens)
+    bank, state = placement.bank(bank), placement.bank(state)
+    batch, keys = placement.split((batch, keys))
     first, best, out = _best(lambda: update(model.params, bank, state, batch, keys, active), repeats)
     finite = bool(all(np.isfinite(np.asarray(x, np.float32)).all() for x in jax.tree.leaves(out[0])))
     est = memory_estimate(model.config, n, rank, minibatch, tokens, parallel_agents=True)
@@ -129,16 +157,30 @@ def bench_update(model, seeds: int, decisions: int, tokens: int, repeats: int) -
             "estimate_bytes": est["total"], "estimate_gib": est["total_gib"]}
 
 
+def placement_for(cfg, args) -> Placement:
+    """Every visible device, the base sharded as `--base-sharding` / `--model-devices` say (the
+    trainer's rule, on the update's estimate)."""
+    est = memory_estimate(cfg, args.seeds * 2, GAMES[2]["rank"], 8, args.prompt_tokens, parallel_agents=True)
+    devices = jax.devices()
+    m = model_axis(args.base_sharding, len(devices), args.model_devices,
+                   lambda m: est["total"] - est["base"] + est["base"] / m, device_bytes_limit(devices))
+    return Placement(devices, model_devices=m)
+
+
 def bench_backbone(name: str, args) -> dict:
     t0 = time.perf_counter()
-    model = configs.random_model(name, jnp.bfloat16, tiny=args.tiny)
+    placement = placement_for(configs.config(name, args.tiny), args)
+    model = configs.random_model(name, jnp.bfloat16, tiny=args.tiny, shard=placement.base_shardings)
     jax.block_until_ready(model.params)
-    row = {"backbone": name, "params": model.config.n_params, "build_s": time.perf_counter() - t0}
+    row = {"backbone": name, "params": model.config.n_params, "build_s": time.perf_counter() - t0,
+           "mesh": {"data": placement.data_devices, "model": placement.model_devices}}
     for agents in (2, 7):
-        row[f"decide_A{agents}"] = bench_decide(model, agents, args.seeds, args.prompt_tokens, args.repeats)
+        row[f"decide_A{agents}"] = bench_decide(model, placement, agents, args.seeds, args.prompt_tokens,
+                                                args.repeats)
         print(f"{name}: {agents} agents x {args.seeds} seeds: "
               f"{row[f'decide_A{agents}']['decisions_per_s']:.1f} decisions/s", file=sys.stderr, flush=True)
-    row["update"] = bench_update(model, args.seeds, args.update_decisions, args.prompt_tokens, args.repeats)
+    row["update"] = bench_update(model, placement, args.seeds, args.update_decisions, args.prompt_tokens,
+                                 args.repeats)
     row["peak_bytes"] = _peak_bytes()
     est = row["update"]["estimate_bytes"]
     row["peak_over_estimate"] = None if row["peak_bytes"] is None else row["peak_bytes"] / est
@@ -162,7 +204,8 @@ def _child(name: str, args) -> dict:
     """One backbone in a fresh process (its own device-memory peak)."""
     cmd = [sys.executable, "-m", "omjax.bench", "gpu", "--models", name, "--no-env", "--in-process",
            "--seeds", str(args.seeds), "--prompt-tokens", str(args.prompt_tokens),
-           "--update-decisions", str(args.update_decisions), "--repeats", str(args.repeats)]
+           "--update-decisions", str(args.update_decisions), "--repeats", str(args.repeats),
+           "--base-sharding", args.base_sharding, "--model-devices", str(args.model_devices)]
     done = subprocess.run(cmd, stdout=subprocess.PIPE, text=True)
     if done.returncode:
         return {"backbone": name, "error": f"exit status {done.returncode} (see stderr above)"}
@@ -181,6 +224,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--env-batch", type=int, default=None, help="JAX Overcooked envs (default 4096; tiny: 16)")
     p.add_argument("--env-steps", type=int, default=None, help="steps per timed env call (default 400; tiny: 10)")
     p.add_argument("--repeats", type=int, default=None, help="timed calls after the compiling one (default 2; tiny: 1)")
+    p.add_argument("--base-sharding", choices=BASE_SHARDING, default="auto",
+                   help="the base over several devices, as config run.base_sharding (default auto: sharded "
+                        "when the estimate exceeds one device's memory)")
+    p.add_argument("--model-devices", type=int, default=0,
+                   help="devices along the mesh's model axis, as config run.model_devices (0: choose)")
     p.add_argument("--no-env", action="store_true", help="skip the env steps/s measure")
     p.add_argument("--env-only", action="store_true", help="only the env steps/s measure")
     p.add_argument("--report", metavar="DIR",
@@ -199,6 +247,8 @@ def main(argv: list[str] | None = None) -> int:
     for name in ("seeds", "prompt_tokens", "update_decisions", "env_batch", "env_steps", "repeats"):
         if getattr(args, name) < 1:
             p.error(f"--{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}")
+    if args.model_devices < 0 or (args.model_devices and jax.device_count() % args.model_devices):
+        p.error(f"--model-devices {args.model_devices} must divide the {jax.device_count()} devices")
     names = [] if args.env_only else [m for m in args.models.split(",") if m]
     unknown = sorted(set(names) - set(configs.PUBLISHED))
     if unknown:

@@ -135,7 +135,8 @@ class Checkpointer:
             args = ocp.args.Composite(state=ocp.args.StandardSave(saved), meta=ocp.args.JsonSave(meta))
             manager.save(step, args=args, force=True)
             manager.wait_until_finished()
-            write_manifest(Path(manager.directory) / str(step))
+            if jax.process_index() == 0:  # one writer of a multi-host run's shared directory
+                write_manifest(Path(manager.directory) / str(step))
 
     def latest_round(self) -> int | None:
         return self.latest.latest_step()

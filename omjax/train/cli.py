@@ -2,6 +2,7 @@
 
     omjax train --config configs/quickstart_overcooked_smollm2.yaml [key=value ...]
     omjax train --resume runs/quickstart [key=value ...]
+    omjax train --config C --coordinator host0:1234 --num-processes 2 --process-id I   # on each host I
 
 `key=value` overrides any config field (`train.rounds=3`, `seed=1`, `run.out_dir=runs/x`).
 `--resume DIR` continues a stopped run from its newest intact checkpoint with the config saved
@@ -31,8 +32,26 @@ def _parser() -> argparse.ArgumentParser:
                    help="with --config: delete everything in a non-empty run.out_dir before starting")
     p.add_argument("--no-compile-cache", action="store_true",
                    help="do not keep compiled XLA programs in ~/.cache/omjax/xla between runs")
+    p.add_argument("--coordinator", metavar="HOST:PORT",
+                   help="several hosts: call jax.distributed.initialize with this coordinator (process 0's "
+                        "address) so the mesh spans every host's devices; needs --num-processes, --process-id")
+    p.add_argument("--num-processes", type=int, metavar="N", help="with --coordinator: processes (hosts) in all")
+    p.add_argument("--process-id", type=int, metavar="I", help="with --coordinator: this process, 0 .. N-1")
     p.add_argument("--debug", action="store_true", help="show the full traceback of an error")
     return p
+
+
+def distributed(args) -> tuple[str, int, int] | None:
+    """(coordinator, processes, this process) of a multi-host run, or None for one host."""
+    given = [args.coordinator is not None, args.num_processes is not None, args.process_id is not None]
+    if not any(given):
+        return None
+    if not all(given):
+        raise ConfigError("--coordinator, --num-processes and --process-id go together")
+    if args.num_processes < 1 or not 0 <= args.process_id < args.num_processes:
+        raise ConfigError(f"--process-id {args.process_id} must be in 0 .. --num-processes - 1 "
+                          f"({args.num_processes} processes)")
+    return args.coordinator, args.num_processes, args.process_id
 
 
 def _config(args) -> Config:
@@ -73,6 +92,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         cfg = _config(args)
         seeds = parse_seeds(args.seeds) if args.seeds else None
+        hosts = distributed(args)
     except (ConfigError, FileNotFoundError) as err:
         if args.debug:
             raise
@@ -83,7 +103,7 @@ def main(argv: list[str] | None = None) -> int:
     from omjax.train.launch import train
 
     return train(cfg, seeds=seeds, resume=bool(args.resume), overwrite=args.overwrite,
-                 compile_cache=not args.no_compile_cache, debug=args.debug)
+                 compile_cache=not args.no_compile_cache, debug=args.debug, hosts=hosts)
 
 
 if __name__ == "__main__":

@@ -13,6 +13,9 @@ import shutil
 import sys
 from pathlib import Path
 
+import jax
+from jax.experimental import multihost_utils
+
 from omjax.config import EXIT_ERROR, Config, ConfigError
 from omjax.envs.meltingpot.workers import RolloutWorkerError
 from omjax.games.registry import check_env
@@ -61,17 +64,27 @@ def group_seeds(cfg: Config, seeds: list[int] | None, resume: bool) -> list[int]
 
 
 def train(cfg: Config, seeds: list[int] | None, resume: bool, overwrite: bool, compile_cache: bool,
-          debug: bool) -> int:
+          debug: bool, hosts: tuple[str, int, int] | None = None) -> int:
     """Check, then train (or resume) the run `cfg` describes (`seeds`: several seeds in one
-    program); the command's exit code."""
+    program; `hosts`: (coordinator, processes, this process) of a multi-host run, whose
+    `run.out_dir` every host must see); the command's exit code."""
+    if hosts is not None:
+        jax.distributed.initialize(*hosts)
     try:
         seeds = group_seeds(cfg, seeds, resume)
         preflight(cfg)
-        if not resume:
+        if not resume and jax.process_index() == 0:
             claim_run_dir(Path(cfg.run.out_dir), overwrite)
+        if hosts is not None:  # the other hosts start once the first has claimed the shared directory
+            multihost_utils.sync_global_devices("omjax run directory claimed")
         if compile_cache:
             enable_compilation_cache()
         trainer = Trainer(cfg, seeds=seeds)
+        where = trainer.placement
+        if where.n_devices > 1:
+            base = f"sharded over {where.model_devices}" if where.model_devices > 1 else "replicated on each"
+            print(f"{where.n_devices} devices, mesh {where.data_devices} data x {where.model_devices} model: "
+                  f"adapters and decision rows split over data, the frozen base {base}")
         try:
             runs = trainer.run_group(resume=resume)
         except RunInterrupted as stop:

@@ -38,15 +38,20 @@ def read_jsonl(path: Path) -> list[dict]:
 
 class MetricsLog:
     """`metrics.jsonl` of a run; on resume, rounds at or after the restart point are dropped so
-    the continued run rewrites them."""
+    the continued run rewrites them. With `write=False` (a process other than the first of a
+    multi-host run) the rows are kept but the file is left to the first process."""
 
-    def __init__(self, run_dir: str | Path, start_round: int):
+    def __init__(self, run_dir: str | Path, start_round: int, write: bool = True):
         self.path = Path(run_dir) / "metrics.jsonl"
+        self.write = write
         self.rows = [r for r in read_jsonl(self.path) if r["round"] < start_round]
-        write_jsonl_atomic(self.path, self.rows)
+        if write:
+            write_jsonl_atomic(self.path, self.rows)
 
     def append(self, row: dict) -> None:
         self.rows.append(row)
+        if not self.write:
+            return
         with open(self.path, "a") as f:
             f.write(json.dumps(row) + "\n")
             f.flush()

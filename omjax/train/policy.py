@@ -35,6 +35,7 @@ import numpy as np
 
 from omjax.models import inference
 from omjax.prompts.reply import STATE_PREFIX, format_reply
+from omjax.train.sharding import to_host
 from omjax.train.update import PolicyOut
 
 # Logit given to letters outside the menu: finite, so masked slots never produce inf - inf.
@@ -243,7 +244,7 @@ class LetterPolicy(_BankPolicy):
         None (whole prompts). Returns (state int32 [R, P], action int32 [R, P], log-prob float32
         [R, P]) as NumPy."""
         state, action, logp = self._decide(base, bank, caches, jnp.asarray(index, jnp.int32), inputs, keys)
-        return np.asarray(state), np.asarray(action), np.asarray(logp)
+        return to_host((state, action, logp))
 
 
 class SamplePolicy(_BankPolicy):
@@ -305,4 +306,4 @@ class SamplePolicy(_BankPolicy):
         generation of a row stops after its first stop token (which is kept).
         """
         toks, logps, live = self._generate(base, bank, caches, jnp.asarray(index, jnp.int32), tokens, mask, keys)
-        return np.asarray(toks), np.asarray(logps), np.asarray(live)
+        return to_host((toks, logps, live))

@@ -35,20 +35,25 @@ from omjax.config import Config, LoRAConfig, dump_config
 from omjax.envs.meltingpot.workers import RolloutWorkerError
 from omjax.jax_cache import compilations
 from omjax.games import guards_file, make_game
-from omjax.models import load
+from omjax.models import load, memory_estimate
+from omjax.models import loader
 from omjax.models import lora as lora_lib
 from omjax.options.libraries import library_record, resolve_library, sample_library, write_library_record
 from omjax.train import grpo
 from omjax.train.checkpoint import Checkpointer, TrainState
 from omjax.train.metrics import MetricsLog, plot_learning_curve, write_jsonl_atomic
 from omjax.train.policy import LetterPolicy, SamplePolicy
-from omjax.train.sharding import Placement
+from omjax.train.sharding import Placement, device_bytes_limit, model_axis, staging_device, to_host
 from omjax.train.rollout import Decider, RolloutBatch, collect_group, decision_record, update_inputs
 from omjax.train.update import (DecisionBatch, UpdateSettings, active_minibatches, init_opt_state, make_bank_update,
                                 make_optimizer)
 
 
 _advantages = jax.jit(grpo.group_advantages)
+
+ESTIMATE_TOKENS = 768
+"""Sequence length the memory estimate assumes when `train.update_tokens` does not fix one (the
+paper's prompts, as `omjax.bench gpu` builds them)."""
 
 GROUP_FILE = "group.json"
 """In the root of a multi-seed run: `{"seeds": [...]}`; each seed's run is `seed_<s>/` below it."""
@@ -102,7 +107,7 @@ def make_policy(cfg: Config, model: Any, lora_cfg: LoRAConfig) -> LetterPolicy |
 
 def summarize_update(metrics: Any) -> dict:
     """Round-level update statistics from per-step metrics [G, E, n_mb] (stepped steps only)."""
-    m = jax.tree.map(np.asarray, metrics)
+    m = to_host(metrics)
     stepped = m.stepped.astype(bool)
     if not stepped.any():
         return {"kl": None, "clip_frac": None, "grad_norm": None, "ratio": None, "loss": None,
@@ -128,8 +133,9 @@ class Trainer:
 
         `seeds` (default: the config's one seed, in `run_dir` itself) trains one run per seed in
         `run_dir/seed_<s>`, each with the config's `seed` set to it; the game then runs
-        `train.rollouts` x (number of seeds) episodes. `devices` (default: all) hold the
-        replicated base and split the adapter bank and decision rows (`omjax.train.sharding`)."""
+        `train.rollouts` x (number of seeds) episodes. `devices` (default: all) split the adapter
+        bank and decision rows and hold the base, replicated or sharded as `run.base_sharding`
+        says (`omjax.train.sharding`)."""
         self.run_dir = Path(run_dir or cfg.run.out_dir)
         self.grouped = seeds is not None
         self.seeds = [cfg.seed] if seeds is None else [int(s) for s in seeds]
@@ -149,15 +155,20 @@ class Trainer:
         self.seed_cfgs = [dataclasses.replace(cfg, seed=s, run=dataclasses.replace(cfg.run, out_dir=str(d)))
                           for s, d in zip(self.seeds, self.run_dirs)] if self.grouped else [cfg]
         dtype = jnp.float32 if cfg.model.dtype == "float32" else jnp.bfloat16
-        self.model = model if model is not None else load(cfg.model.name, dtype=dtype)
+        self.placement = self._placement(devices, model.config if model is not None else loader.load_config(cfg.model.name))
+        if model is None:
+            # A base to be sharded is read into host memory first: it may not fit one device.
+            host = staging_device() if self.placement.model_devices > 1 else None
+            with jax.default_device(host):
+                model = load(cfg.model.name, dtype=dtype)
+        self.model = model
         self.lora_cfg = cfg.lora
         self.policy = make_policy(cfg, self.model, self.lora_cfg)
         self.game = game if game is not None else make_game(cfg.env, cfg.policy.action_interface)
         self.decider = Decider(self.policy, self.model.tokenizer, cfg.policy)
-        self.placement = Placement(devices)
         self.decider.placement = self.placement
-        self.params = self.placement.replicate(self.model.params)
-        """The frozen base on every device (the model's own params on one device)."""
+        self.params = self.placement.base(self.model.params)
+        """The frozen base on the devices (the model's own params on one device)."""
         t = cfg.train
         self.optimizer = make_optimizer(t.lr, t.max_grad_norm, t.adam_b1, t.adam_b2, t.adam_eps)
         settings = UpdateSettings(clip_eps=t.clip_eps, kl_coef=t.kl_coef, epochs=t.epochs,
@@ -168,8 +179,25 @@ class Trainer:
                                        on_step=lambda: self._update_bar is not None and self._update_bar.update(),
                                        in_sequence=self._in_sequence)
         self._init = jax.jit(self._init_one)
+        self.writes_files = jax.process_index() == 0
+        """Whether this process writes the run's files besides checkpoints (in a multi-host run
+        only the first does; every process takes part in each orbax checkpoint)."""
         self.round_compilations: list[int] = []
         """XLA compilations during each `round_group` call of this Trainer (0 once shapes repeat)."""
+
+    def _placement(self, devices: Sequence[Any] | None, model_cfg: Any) -> Placement:
+        """The mesh over `devices`, its model axis sized by `run.base_sharding` from the run's
+        `memory_estimate` (counted whole on each device except the base, which splits)."""
+        devices = list(jax.devices() if devices is None else devices)
+        cfg, t = self.cfg, self.cfg.train
+        width = 4 if cfg.model.dtype == "float32" else 2
+        est = memory_estimate(model_cfg, len(self.seeds) * cfg.n_adapters, cfg.lora.rank, t.minibatch_size,
+                              t.update_tokens or ESTIMATE_TOKENS, base_bytes=width, act_bytes=width,
+                              remat=t.remat, parallel_agents=True)
+        need = lambda m: est["total"] - est["base"] + est["base"] / m
+        m = model_axis(cfg.run.base_sharding, len(devices), cfg.run.model_devices, need,
+                       device_bytes_limit(devices))
+        return Placement(devices, model_devices=m)
 
     # ---------------------------------------------------------------------------------------
     def _init_one(self, seed):
@@ -207,7 +235,7 @@ class Trainer:
             raise ValueError(f"round_group needs one state per seed ({len(self.seeds)}), all at one round")
         c0, t0 = compilations(), time.time()
         splits = [jax.random.split(st.key, 3) for st in states]  # per seed: next key, rollouts, update
-        bank = self.placement.split(_stack([st.bank for st in states]))
+        bank = self.placement.bank(_stack([st.bank for st in states]))
         try:
             batches = collect_group(self.game, self.decider, self.params, bank, k,
                                     jnp.stack([sp[1] for sp in splits]), self.seeds, r, a, progress=cfg.run.progress)
@@ -244,7 +272,7 @@ class Trainer:
                                     leave=False, disable=not cfg.run.progress)
             try:
                 out_bank, out_opt, metrics = self.update(
-                    self.params, bank, self.placement.split(_stack([st.opt_state for st in states])),
+                    self.params, bank, self.placement.bank(_stack([st.opt_state for st in states])),
                     dbatch, self.placement.split(keys), active)
                 wait_interruptibly(metrics)
             finally:
@@ -318,9 +346,10 @@ class Trainer:
             states = self.init_states()
             if resume:
                 states = self._restore(ckpts, states)
-            self._write_layout()
+            if self.writes_files:
+                self._write_layout()
             start = r = int(states[0].round)
-            logs = [MetricsLog(d, start_round=start) for d in self.run_dirs]
+            logs = [MetricsLog(d, start_round=start, write=self.writes_files) for d in self.run_dirs]
             bar = tqdm(range(start, cfg.train.rounds), initial=start, total=cfg.train.rounds, desc="PA-MAGRPO",
                        unit="round", disable=not cfg.run.progress)
             for r in bar:
@@ -383,12 +412,16 @@ class Trainer:
         """Decisions, metrics row and checkpoint of round r; `best`, when this round scored the
         best return so far, is the state the round started from (saved as the best checkpoint)."""
         cfg = self.cfg
-        if cfg.run.save_decisions:
+        if cfg.run.save_decisions and self.writes_files:
             write_jsonl_atomic(run_dir / "decisions" / f"round_{r:04d}.jsonl",
                                [decision_record(d, r) for d in batch.decisions])
         log.append(row)
+        if jax.process_count() > 1:
+            # orbax saves from every process only arrays that span the whole mesh; the key and
+            # counters live on one local device.
+            state, best = self.placement.replicate(to_host((state, best)))
         ckpt.save(state, {"round": r + 1, "adapters_of_round": r, "metrics": row}, best=best)
-        if (r + 1) % cfg.run.plot_every == 0 or r + 1 == cfg.train.rounds:
+        if self.writes_files and ((r + 1) % cfg.run.plot_every == 0 or r + 1 == cfg.train.rounds):
             plot_learning_curve(log.rows, run_dir / "learning_curve.png",
                                 f"{cfg.env.game} {cfg.env.layout} / {cfg.model.name}")
 

@@ -144,3 +144,13 @@ def test_ctrl_c_stops_within_seconds_and_leaves_a_resumable_run(tiny_dir, tmp_pa
     assert resumed.returncode == 0, resumed.stderr
     assert f"resuming after round {finished} from {run / 'checkpoints' / str(finished)}" in resumed.stdout
     assert [json.loads(r)["round"] for r in metrics.read_text().splitlines()] == list(range(finished + 1))
+
+
+@pytest.mark.parametrize("flags, message", [
+    (["--coordinator", "host0:1234"], "--coordinator, --num-processes and --process-id go together"),
+    (["--coordinator", "host0:1234", "--num-processes", "2", "--process-id", "2"],
+     "--process-id 2 must be in 0 .. --num-processes - 1 (2 processes)"),
+])
+def test_bad_multi_host_flags_are_one_line(flags, message, capsys):
+    assert train_cli.main(["--config", CONFIG, *flags]) == 2
+    assert capsys.readouterr().err.strip() == f"omjax train: {message}"

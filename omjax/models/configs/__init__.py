@@ -14,6 +14,8 @@ one with `omjax.models.load_config(<snapshot>)` against `config(name)`.
 from __future__ import annotations
 
 import copy
+from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 import jax
@@ -184,13 +186,15 @@ def abstract_params(name: str, dtype=jnp.bfloat16, *, tiny: bool = False) -> tup
 
 
 def random_model(name: str, dtype=jnp.bfloat16, *, tiny: bool = False, seed: int = 0,
-                 scale: float = 0.02) -> Model:
+                 scale: float = 0.02, shard: Callable[[Any], Any] | None = None) -> Model:
     """A `Model` with the real (or `tiny`) shapes of backbone `name` and N(0, scale^2) weights,
-    drawn on the default device in one program; no tokenizer."""
+    drawn in one program on the default device or, with `shard` (the parameter tree of shapes ->
+    its shardings, e.g. `Placement.base_shardings`), directly in those shards, so a base larger
+    than one device is never whole on one; no tokenizer."""
     cfg, abstract = abstract_params(name, dtype, tiny=tiny)
     leaves, treedef = jax.tree.flatten(abstract)
 
-    @jax.jit
+    @partial(jax.jit, out_shardings=None if shard is None else jax.tree.leaves(shard(abstract)))
     def draw(key):
         keys = jax.random.split(key, len(leaves))
         return [(scale * jax.random.normal(k, x.shape, jnp.float32)).astype(x.dtype) for k, x in zip(keys, leaves)]
