@@ -117,6 +117,42 @@ def library_seeds() -> list[int]:
     return [next(s for s in range(100) if sample_library("overcooked", s) == lib) for lib in CANDIDATES["overcooked"]]
 
 
+def library_bandits(seeds):
+    """The bandit each seed's library stands for: under lib_b a different option pays, so a
+    seed's returns show which game its episodes played on."""
+    games = {"lib_a": MenuBandit(N_AGENTS, 2), "lib_b": MenuBandit(N_AGENTS, 2, paying=("pick",) * N_AGENTS)}
+    return [games[sample_library("overcooked", s)] for s in seeds]
+
+
+def test_bandit_seeds_of_different_libraries_together_equal_each_seed_alone(tiny_model, tmp_path):
+    """The fast version of the Overcooked test below: the libraries are two bandits."""
+    seeds = library_seeds()
+    cfg = config(tmp_path, "train.rounds=2", "env.library=sampled")
+    together = Trainer(cfg, model=tiny_model, run_dir=tmp_path / "group", game=GroupGame(library_bandits(seeds)),
+                       seeds=seeds).run_group()
+    for s, lib, rows in zip(seeds, CANDIDATES["overcooked"], together):
+        alone_dir = tmp_path / f"alone_{s}"
+        alone = Trainer(config(alone_dir, "train.rounds=2", "env.library=sampled", f"seed={s}"), model=tiny_model,
+                        game=library_bandits([s])[0]).run()
+        assert any(r["updated"] for r in rows)
+        assert_close(strip(alone), strip(rows))
+        run = tmp_path / "group" / f"seed_{s}"
+        for name in ("config.yaml", "library.json"):
+            assert (run / name).read_text() == (alone_dir / name).read_text().replace(str(alone_dir), str(run))
+        assert json.loads((run / "library.json").read_text())["library"] == lib
+        for r in range(2):
+            assert_close(read_jsonl(alone_dir / "decisions" / f"round_{r:04d}.jsonl"),
+                         read_jsonl(run / "decisions" / f"round_{r:04d}.jsonl"), f"seed {s} round {r} decisions")
+    # Resumed from the group's own config.yaml (still `sampled`), the group plays on.
+    Trainer(config(tmp_path / "cut", "train.rounds=1", "env.library=sampled"), model=tiny_model,
+            game=GroupGame(library_bandits(seeds)), seeds=seeds).run_group()
+    resumed = Trainer(load_config(tmp_path / "cut" / "config.yaml", ["train.rounds=2"]), model=tiny_model,
+                      game=GroupGame(library_bandits(seeds)), seeds=seeds)
+    assert [c.env.library for c in resumed.seed_cfgs] == list(CANDIDATES["overcooked"])
+    assert [strip(r) for r in resumed.run_group(resume=True)] == [strip(r) for r in together]
+
+
+@pytest.mark.slow
 def test_seeds_of_different_libraries_together_equal_each_seed_alone(overcooked_model, tmp_path):
     seeds = library_seeds()
     group = Trainer(overcooked_config(tmp_path / "group", "train.rounds=2"), model=overcooked_model, seeds=seeds)
@@ -151,6 +187,7 @@ def test_seeds_of_different_libraries_together_equal_each_seed_alone(overcooked_
     assert shown[0] - set(LIBRARIES["lib_b"]) and shown[1] - set(LIBRARIES["lib_a"])
 
 
+@pytest.mark.slow
 def test_group_of_different_libraries_resumes_to_the_uninterrupted_metrics(overcooked_model, tmp_path):
     seeds = library_seeds()
     full = Trainer(overcooked_config(tmp_path / "full", "train.rounds=2"), model=overcooked_model,
