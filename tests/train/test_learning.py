@@ -171,7 +171,15 @@ def test_best_checkpoint_holds_the_adapters_that_earned_the_best_return(tiny_mod
 # The real SmolLM2-135M: the shipped prompt rendering, letter shuffle, letter policy and update.
 
 PICK = OPTIONS.index("pick")
-SMOLLM2_ROUNDS = 20
+SMOLLM2_SETTING = (
+    "env.n_agents=2", "env.horizon=1", "lora.rank=16", "lora.alpha=32", "lora.targets=q,k,v,o",
+    "lora.top_layers=8", "train.rollouts=32", "train.lr=2e-3", "train.minibatch_size=8", "train.kl_coef=0.0",
+    "policy.temperature=1.0", "run.progress=false",
+)
+"""The SmolLM2 bandit runs' settings (also `experiments/menu_bandit.py`'s)."""
+SMOLLM2_ROUNDS = 16
+"""experiments/menu_bandit.py rl (this setting, 12 rounds) reached held-out 0.75 / 0.99, agent 0
+still rising by ~0.07 a round: 16 rounds leave it margin."""
 
 
 @pytest.fixture(scope="module")
@@ -185,11 +193,7 @@ def train_smollm2_bandit(model, tmp_path, paying):
     """Two agents, per-agent adapters, one decision per episode among four options at letters
     shuffled per decision (even permutations only); returns each adapter's option
     probabilities on the twelve held-out (odd) menus before and after SMOLLM2_ROUNDS rounds."""
-    cfg = load_config(None, [
-        "env.n_agents=2", "env.horizon=1", "lora.rank=16", "lora.alpha=32", "lora.targets=q,k,v,o",
-        "lora.top_layers=8", "train.rollouts=32", "train.lr=1e-3", "train.minibatch_size=8", "train.kl_coef=0.0",
-        "policy.temperature=1.0", "run.progress=false", f"run.out_dir={tmp_path}",
-    ])
+    cfg = load_config(None, [*SMOLLM2_SETTING, f"run.out_dir={tmp_path}"])
     trainer = Trainer(cfg, model=model, game=MenuBandit(2, 1, shuffle=True, paying=paying))
     held_out = [menu_of(order) for order in HELD_OUT_ORDERS]
     state = trainer.init_state()
@@ -200,8 +204,8 @@ def train_smollm2_bandit(model, tmp_path, paying):
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(reason="issue 15 open: not reached at this budget on the CPU "
-                          "(experiments/results/cpu/learning_pilots.md)", strict=False)
+@pytest.mark.xfail(reason="sized from a 12-round run (held-out 0.75 / 0.99, experiments/results/cpu/"
+                          "menu_bandit/); not yet run at its 16 rounds", strict=False)
 def test_smollm2_learns_the_paying_option_at_held_out_letters(smollm2, tmp_path):
     before, after = train_smollm2_bandit(smollm2, tmp_path, ("pay", "pay"))
     assert np.all(before[:, PAY] < 0.35), before  # the frozen base reads letters, not labels
@@ -209,8 +213,8 @@ def test_smollm2_learns_the_paying_option_at_held_out_letters(smollm2, tmp_path)
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(reason="issue 15 open: not reached at this budget on the CPU "
-                          "(experiments/results/cpu/learning_pilots.md)", strict=False)
+@pytest.mark.xfail(reason="not yet run to the end (two rounds: 0.26 / 0.26); the shared-option case "
+                          "learns, see experiments/results/cpu/menu_bandit/", strict=False)
 def test_smollm2_per_agent_adapters_specialise(smollm2, tmp_path):
     before, after = train_smollm2_bandit(smollm2, tmp_path, ("pay", "pick"))
     assert np.all(before[[0, 1], [PAY, PICK]] < 0.35), before

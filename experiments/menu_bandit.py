@@ -1,0 +1,150 @@
+"""Does SmolLM2-135M learn to read a shuffled menu? The bandit of `tests/train/bandit.py` (issue 15).
+
+    python experiments/menu_bandit.py rl --rounds 12                     # PA-MAGRPO, both paid for "deliver"
+    python experiments/menu_bandit.py rl --rounds 16 --paying pay,pick   # each agent paid for its own option
+    python experiments/menu_bandit.py supervised --steps 40 --lr 1e-3    # cross-entropy on the right letter
+
+Two agents, one decision per episode among four options (`wait here`, `pick up an onion`,
+`deliver the soup`, `drop what you hold`) whose letters are reshuffled at every decision;
+training draws only the 12 even orderings, and P(own paying option) is measured after every
+round (or every 5 supervised steps) on the 12 odd ones, never seen in training, with the
+shipped letter policy summed over the state labels the model may write. `rl` runs the shipped
+trainer (rollouts, cohort advantages, PPO-clipped per-agent update); `supervised` trains agent 0's
+adapter on -log P(paying letter) with Adam: the upper bound of what the adapter can learn per
+step, without RL's noise or PPO's clip. The settings (rank 16 on q,k,v,o of the top 8 layers,
+K = 32, kl_coef 0) are those of the slow tests in `tests/train/test_learning.py`.
+Writes `<out>/curve.jsonl` (one line per evaluation) and `<out>/curve.png`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+from matplotlib.figure import Figure
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(REPO), str(REPO / "tests" / "train")]
+
+from bandit import HELD_OUT_ORDERS, OPTIONS, TRAIN_ORDERS, MenuBandit, menu_of  # noqa: E402
+from test_learning import SMOLLM2_SETTING, option_probabilities  # noqa: E402
+
+from omjax.config import load_config  # noqa: E402
+from omjax.models import inference, load  # noqa: E402
+from omjax.prompts import Memory  # noqa: E402
+from omjax.train.trainer import Trainer  # noqa: E402
+
+
+
+def run_rl(trainer: Trainer, rounds: int, own: list[int], log) -> None:
+    held = [menu_of(o) for o in HELD_OUT_ORDERS]
+    state = trainer.init_state()
+    p = option_probabilities(trainer, state.bank, held)
+    log({"round": -1, "heldout": [float(p[a, own[a]]) for a in range(len(own))]})
+    for r in range(rounds):
+        state, row, _ = trainer.round(state)
+        p = option_probabilities(trainer, state.bank, held)
+        log({"round": r, "team_return": row["team_return_mean"], "kl": row["kl"], "clip_frac": row["clip_frac"],
+             "heldout": [float(p[a, own[a]]) for a in range(len(own))]})
+
+
+def run_supervised(trainer: Trainer, steps: int, lr: float, log) -> None:
+    game, decider, policy, base = trainer.game, trainer.decider, trainer.policy, trainer.model.params
+    game.reset([0])
+
+    def inputs_of(orders):
+        menus = [menu_of(o) for o in orders]
+        ids = [decider.encode(decider.prompt(game.system_message(), game.user_message(0, 0, m, Memory())))
+               for m in menus]
+        tokens, mask = inference.left_pad(ids, max(map(len, ids)))
+        branches = [decider.state_branches(game, 0, 0)] * len(menus)
+        x = jax.tree.map(jnp.asarray, decider.letter_inputs(menus, branches, tokens, mask))
+        slot = np.array([[it.index for it in m].index(game.paying[0]) for m in menus])  # [N]
+        return policy.prepare(base, x), jnp.asarray(slot)
+
+    train, held = inputs_of(TRAIN_ORDERS), inputs_of(HELD_OUT_ORDERS)
+
+    def p_paying(lora, base, data):
+        x, slot = data
+        p = jnp.exp(jax.nn.logsumexp(policy.joint_logp(base, lora, x), axis=1))  # [N, M], over labels
+        return p[jnp.arange(p.shape[0]), slot]
+
+    opt = optax.adam(lr)
+
+    @jax.jit
+    def step(lora, opt_state, base, data):
+        loss, grad = jax.value_and_grad(lambda l: -jnp.mean(jnp.log(p_paying(l, base, data))))(lora)
+        updates, opt_state = opt.update(grad, opt_state, lora)
+        return optax.apply_updates(lora, updates), opt_state, loss
+
+    evaluate = jax.jit(lambda lora, base, tr, ho: (p_paying(lora, base, tr).mean(), p_paying(lora, base, ho).mean()))
+    lora = jax.tree.map(lambda x: x[0], trainer.init_state().bank)
+    opt_state = opt.init(lora)
+    tr, ho = evaluate(lora, base, train, held)
+    log({"step": 0, "train": float(tr), "heldout": [float(ho)]})
+    for s in range(1, steps + 1):
+        lora, opt_state, loss = step(lora, opt_state, base, train)
+        if s % 5 == 0:
+            tr, ho = evaluate(lora, base, train, held)
+            log({"step": s, "loss": float(loss), "train": float(tr), "heldout": [float(ho)]})
+
+
+def plot_curve(rows: list[dict], paying: tuple[str, ...], mode: str, path: Path) -> None:
+    """Held-out P(own paying option) of each agent against rounds (rl) or Adam steps (supervised)."""
+    x = "round" if mode == "rl" else "step"
+    fig = Figure(figsize=(6.0, 3.8))
+    ax = fig.add_subplot()
+    for a in range(len(rows[0]["heldout"])):
+        ax.plot([r[x] for r in rows], [r["heldout"][a] for r in rows], marker="o", label=f"agent {a} ({paying[a]})")
+    ax.axhline(0.25, color="grey", ls=":", label="chance")
+    ax.set(xlabel=x + (" (-1: frozen base)" if mode == "rl" else ""), ylabel="held-out P(own paying option)",
+           ylim=(0, 1), title=f"Menu bandit, SmolLM2-135M, {mode} (held-out letter orders)")
+    ax.grid(alpha=0.3)
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+
+
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("mode", choices=["rl", "supervised"])
+    ap.add_argument("--rounds", type=int, default=12, help="rl: training rounds")
+    ap.add_argument("--steps", type=int, default=40, help="supervised: Adam steps")
+    ap.add_argument("--lr", type=float, default=2e-3, help="overrides the setting's train.lr")
+    ap.add_argument("--paying", default="pay,pay", help=f"each agent's paying option, from {OPTIONS}")
+    ap.add_argument("--out", default=None, help="default runs/menu_bandit/<mode>_<paying>")
+    args = ap.parse_args(argv)
+    paying = tuple(args.paying.split(","))
+    out = Path(args.out or f"runs/menu_bandit/{args.mode}_{'_'.join(paying)}")
+    out.mkdir(parents=True, exist_ok=True)
+    cfg = load_config(None, [*SMOLLM2_SETTING, f"train.lr={args.lr}", f"run.out_dir={out / 'run'}"])
+    trainer = Trainer(cfg, model=load("smollm2-135m", dtype=jnp.float32),
+                      game=MenuBandit(2, 1, shuffle=True, paying=paying))
+    rows, t0 = [], time.time()
+    curve = out / "curve.jsonl"
+    curve.write_text("")
+
+    def log(row):
+        row = {**row, "time_s": round(time.time() - t0, 1)}
+        rows.append(row)
+        with curve.open("a") as f:
+            f.write(json.dumps(row) + "\n")
+        print(json.dumps(row), flush=True)
+
+    if args.mode == "rl":
+        run_rl(trainer, args.rounds, [OPTIONS.index(p) for p in paying], log)
+    else:
+        run_supervised(trainer, args.steps, args.lr, log)
+    plot_curve(rows, paying, args.mode, out / "curve.png")
+    print(f"wrote {curve} and {out / 'curve.png'}")
+
+
+if __name__ == "__main__":
+    main()
