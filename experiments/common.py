@@ -32,7 +32,6 @@ if str(REPO) not in sys.path:
 from omjax.config import load_config  # noqa: E402
 from omjax.eval import cli as eval_cli  # noqa: E402
 from omjax.eval.results import read_results  # noqa: E402
-from omjax.options.libraries import library_of, resolve_library  # noqa: E402
 from omjax.train import cli as train_cli  # noqa: E402
 from omjax.train.metrics import read_jsonl  # noqa: E402
 from omjax.train.trainer import seed_dir  # noqa: E402
@@ -222,29 +221,14 @@ def table1_frozen_dir(root: Path, game: str, backbone: str) -> Path:
     return Path(root) / "table1" / game / backbone / "frozen"
 
 
-def seed_libraries(config: Path, overrides, seeds) -> dict[int, str]:
-    """The option library each training seed plays (`env.library: sampled` draws it from the seed)."""
-    return {s: library_of(resolve_library(load_config(config, [*overrides, f"seed={s}"])).env) for s in seeds}
+def table1_ours_group(root: Path, game: str, backbone: str) -> Path:
+    """The multi-seed training run of one Table 1 cell, every seed on the library it draws (one
+    `seed_<s>` run per seed below it)."""
+    return Path(root) / "table1" / game / backbone / "ours"
 
 
-def library_groups(config: Path, overrides, seeds) -> dict[str, list[int]]:
-    """Training seeds grouped by the library they play: one multi-seed program trains one game, so
-    seeds that drew different libraries train as separate groups."""
-    groups: dict[str, list[int]] = {}
-    for s, lib in seed_libraries(config, overrides, seeds).items():
-        groups.setdefault(lib, []).append(s)
-    return groups
-
-
-def table1_ours_group(root: Path, game: str, backbone: str, library: str) -> Path:
-    """The multi-seed training run of one Table 1 cell's seeds that play `library` (one `seed_<s>`
-    run per seed below it)."""
-    return Path(root) / "table1" / game / backbone / "ours" / library
-
-
-def table1_ours_dir(root: Path, scale: "Scale", game: str, backbone: str, seed: int) -> Path:
-    library = seed_libraries(scale.config(game, backbone), scale.overrides, [seed])[seed]
-    return seed_dir(table1_ours_group(root, game, backbone, library), seed)
+def table1_ours_dir(root: Path, game: str, backbone: str, seed: int) -> Path:
+    return seed_dir(table1_ours_group(root, game, backbone), seed)
 
 
 def table2_dir(root: Path, game: str, cell: str) -> Path:
@@ -263,7 +247,7 @@ def collect_table1(root: Path, scale: "Scale", games) -> dict:
             if frozen:
                 out[(backbone, "frozen", game)] = [float(np.mean(frozen))]
             means = [float(np.mean(r)) for s in scale.seeds
-                     if (r := team_returns(table1_ours_dir(root, scale, game, backbone, s)))]
+                     if (r := team_returns(table1_ours_dir(root, game, backbone, s)))]
             if means:
                 out[(backbone, "ours", game)] = means
     return out

@@ -44,7 +44,7 @@ def main(argv: list[str] | None = None) -> int:
         runs = [args.run]
     else:
         backbone = scale.backbones[0]
-        runs = [common.table1_ours_dir(root, scale, "overcooked_aa", backbone, s) for s in seeds]
+        runs = [common.table1_ours_dir(root, "overcooked_aa", backbone, s) for s in seeds]
         if not args.render_only:
             config = scale.config("overcooked_aa", backbone)
             for seed, run in zip(seeds, runs):

@@ -8,7 +8,8 @@ For each game and backbone: the frozen base is evaluated once from the config (i
 seed) with native actions, as the paper's Table 1 frozen row is (frozen + native, Ablation C; the
 frozen base over the option menu is Table 2's "Frozen + option menu" row), and the full method
 trains every training seed in one program (`omjax train --seeds`: one base, the seeds' adapters in
-one bank, their rollouts batched together), then each seed's best checkpoint is evaluated. A cell is the mean ±
+one bank, their rollouts batched together, each seed on the option library it draws), then each
+seed's best checkpoint is evaluated. A cell is the mean ±
 std over seeds of each run's mean team return on the held-out episodes. Writes `<root>/table1.md`.
 """
 
@@ -32,10 +33,9 @@ def run_game(scale: common.Scale, root: Path, game: str, backbone: str, extra: l
     common.run_policy(config, [*scale.overrides, *TABLE2_CELLS["frozen_native"], *extra], frozen,
                       scale.eval_episodes, label="frozen")
     overrides = [*scale.overrides, *TABLE2_CELLS["ours"], *extra]
-    for library, seeds in common.library_groups(config, overrides, scale.seeds).items():
-        common.train_group(config, overrides, common.table1_ours_group(root, game, backbone, library), seeds)
+    common.train_group(config, overrides, common.table1_ours_group(root, game, backbone), scale.seeds)
     for seed in scale.seeds:
-        common.evaluate(common.table1_ours_dir(root, scale, game, backbone, seed), scale.eval_episodes,
+        common.evaluate(common.table1_ours_dir(root, game, backbone, seed), scale.eval_episodes,
                         label=f"ours_seed{seed}", compare=[frozen / "eval"])
 
 

@@ -6,7 +6,9 @@ the only spellings a config takes); `canonical_game` (the command line) also acc
 
 * its option library (`library(game)`, a `GameLibrary`: what `omjax burnin | guards | menu`
   drive), whose variants are the Overcooked layouts or the Melting Pot candidate libraries, and
-* its rollout games, one per action interface (`make_game(env, interface)`, a `Game`).
+* its rollout games, one per action interface (`make_game(env, interface)`, a `Game`), and
+  the game of a group of training seeds whose envs differ in their option library
+  (`make_group_game(envs, interface)`, a `GroupGame` of one game per library).
 
 The shipped guard file of a game variant lives at `guard_path(game, variant)`.
 """
@@ -14,6 +16,7 @@ The shipped guard file of a game variant lives at `guard_path(game, variant)`.
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from types import MappingProxyType
 from typing import Protocol, runtime_checkable
 
@@ -21,6 +24,7 @@ from omjax.config import GAMES, ConfigError, EnvConfig
 from omjax.envs.meltingpot.engine import config_module
 from omjax.envs.overcooked.layout import layouts_dir, list_layouts, load_layout
 from omjax.games.base import Game
+from omjax.games.group import GroupGame
 from omjax.games.meltingpot import (SUBSTRATES, MeltingPotCompoundGame, MeltingPotNativeGame,
                                     MeltingPotOptionsGame, resolve_library)
 from omjax.games.overcooked import OvercookedCompoundGame, OvercookedNativeGame, OvercookedOptionsGame
@@ -173,3 +177,14 @@ def make_game(env: EnvConfig, interface: str) -> Game:
         raise ValueError(f"no action interface {interface!r} for game {env.game!r}; known: {', '.join(INTERFACES)}")
     check_env(env)
     return _FACTORIES[canonical_game(env.game)](env, interface)
+
+
+def make_group_game(envs: Sequence[EnvConfig], interface: str) -> Game:
+    """The game of a group of training seeds, seed slot s playing `envs[s]` (its seed's env, the
+    library drawn): the one game of every slot when the envs are equal, else a `GroupGame` of one
+    game per distinct env, shared by the slots that play it."""
+    built: dict[EnvConfig, Game] = {}
+    for env in envs:
+        if env not in built:
+            built[env] = make_game(env, interface)
+    return next(iter(built.values())) if len(built) == 1 else GroupGame([built[env] for env in envs])

@@ -72,6 +72,10 @@ def resolve_library(cfg: Config) -> Config:
     return dataclasses.replace(cfg, env=dataclasses.replace(cfg.env, library=sample_library(cfg.env.game, cfg.seed)))
 
 
+LIBRARY_FILE = "library.json"
+"""In a run directory: the `library_record` of the run."""
+
+
 def library_record(cfg: Config, sampled: bool, guards: str) -> dict:
     """What `library.json` of a run holds: the game, the library played, whether the seed drew
     it, and the guard file its menus use ("" for the unfiltered menu)."""
@@ -80,6 +84,6 @@ def library_record(cfg: Config, sampled: bool, guards: str) -> dict:
 
 
 def write_library_record(run_dir: str | Path, record: dict) -> Path:
-    path = Path(run_dir) / "library.json"
+    path = Path(run_dir) / LIBRARY_FILE
     path.write_text(json.dumps(record, indent=2) + "\n")
     return path

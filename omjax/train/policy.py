@@ -159,6 +159,15 @@ class _BankPolicy:
         return self._prefill(base, bank, jnp.asarray(tokens), jnp.asarray(mask))
 
 
+def pair_gumbel(key: jax.Array, p: int, n_labels: int, width: int) -> jax.Array:
+    """Gumbel noise [P, L, M] of letter-mode draws: decision p's (label l, menu slot j) pair reads
+    its own key, so a draw does not depend on the menu width M its batch pads to (the longest
+    menu of the call); `jax.random.categorical` draws noise for the padded shape as a whole."""
+    one = lambda i, l, j: jax.random.gumbel(jax.random.fold_in(jax.random.fold_in(jax.random.fold_in(key, i), l), j))
+    grid = jnp.meshgrid(jnp.arange(p), jnp.arange(n_labels), jnp.arange(width), indexing="ij")
+    return jax.vmap(one)(*(g.reshape(-1) for g in grid)).reshape(p, n_labels, width)
+
+
 class LetterPolicy(_BankPolicy):
     """The joint (state label, menu letter) policy of letter mode on a backbone `model`
     (`omjax.models.load` result).
@@ -231,9 +240,9 @@ class LetterPolicy(_BankPolicy):
 
     def _decide_one(self, base, lora, cache, inputs, key):
         joint = self.joint_logp(base, lora, inputs, cache)  # [P, L, M]
-        p, _, m = joint.shape
+        p, n_labels, m = joint.shape
         flat = jnp.where(inputs["menu_mask"][:, None, :], joint, -jnp.inf).reshape(p, -1)
-        pick = jax.random.categorical(key, flat, axis=-1)  # [P]
+        pick = jnp.argmax(flat + pair_gumbel(key, p, n_labels, m).reshape(p, -1), axis=-1)  # [P]: a categorical draw
         logp = jnp.take_along_axis(flat, pick[:, None], -1)[:, 0]
         return (pick // m).astype(jnp.int32), (pick % m).astype(jnp.int32), logp
 

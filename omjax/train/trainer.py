@@ -11,8 +11,10 @@ Several training seeds train in one process as a group (`Trainer(cfg, seeds=[0, 
 `--seeds 0-2`): one frozen base, an adapter bank of S x A adapters (seed slot s owns rows
 s*A .. s*A+A-1), the K rollouts of every seed stepped together so that each backbone call carries
 every seed's pending decisions, cohort advantages per seed, one jitted update over all S x A
-adapters. Each seed writes its own run directory `<out_dir>/seed_<s>` in the single-seed format,
-and its results are those of the seed run alone (up to float rounding of the larger batches).
+adapters. Under `env.library: sampled` each seed plays the library it draws: seeds that drew
+different ones play one `GroupGame` (one game per library, each seed's episodes on its own).
+Each seed writes its own run directory `<out_dir>/seed_<s>` in the single-seed format, and its
+results are those of the seed run alone (up to float rounding of the larger batches).
 """
 
 from __future__ import annotations
@@ -34,11 +36,11 @@ from tqdm.auto import tqdm
 from omjax.config import Config, LoRAConfig, dump_config
 from omjax.envs.meltingpot.workers import RolloutWorkerError
 from omjax.jax_cache import compilations
-from omjax.games import guards_file, make_game
+from omjax.games import guards_file, make_group_game
 from omjax.models import load, memory_estimate
 from omjax.models import loader
 from omjax.models import lora as lora_lib
-from omjax.options.libraries import library_record, resolve_library, sample_library, write_library_record
+from omjax.options.libraries import LIBRARY_FILE, library_record, resolve_library, write_library_record
 from omjax.train import grpo
 from omjax.train.checkpoint import Checkpointer, TrainState
 from omjax.train.metrics import MetricsLog, plot_learning_curve, write_jsonl_atomic
@@ -141,19 +143,18 @@ class Trainer:
         self.seeds = [cfg.seed] if seeds is None else [int(s) for s in seeds]
         if not self.seeds or len(set(self.seeds)) != len(self.seeds) or min(self.seeds) < 0:
             raise ValueError(f"seeds must be distinct integers >= 0, got {list(seeds or [])}")
-        # A library sampled per seed becomes concrete here, so config.yaml names it for eval. The
-        # seeds of a group share one game, hence one library.
+        # A library sampled per seed becomes concrete in that seed's config, so its config.yaml and
+        # library.json name it for eval; seeds that drew different libraries play one GroupGame.
         self.library_sampled = cfg.env.library == "sampled"
-        if self.library_sampled:
-            draws = {s: sample_library(cfg.env.game, s) for s in self.seeds}
-            if len(set(draws.values())) > 1:
-                raise ValueError(f"env.library=sampled: the seeds of one group must draw one library, got {draws}; "
-                                 "train the seeds of each library as their own group")
-            cfg = resolve_library(dataclasses.replace(cfg, seed=self.seeds[0]))
-        self.cfg = cfg
         self.run_dirs = [seed_dir(self.run_dir, s) for s in self.seeds] if self.grouped else [self.run_dir]
-        self.seed_cfgs = [dataclasses.replace(cfg, seed=s, run=dataclasses.replace(cfg.run, out_dir=str(d)))
-                          for s, d in zip(self.seeds, self.run_dirs)] if self.grouped else [cfg]
+        self.seed_cfgs = [resolve_library(cfg)]
+        if self.grouped:
+            self.seed_cfgs = [resolve_library(dataclasses.replace(cfg, seed=s, run=dataclasses.replace(cfg.run,
+                                                                                                      out_dir=str(d))))
+                              for s, d in zip(self.seeds, self.run_dirs)]
+        self.cfg = cfg if self.grouped else self.seed_cfgs[0]
+        """The run's config; a group's keeps `env.library: sampled`, so its resume draws each seed's library again."""
+        cfg = self.cfg
         dtype = jnp.float32 if cfg.model.dtype == "float32" else jnp.bfloat16
         self.placement = self._placement(devices, model.config if model is not None else loader.load_config(cfg.model.name))
         if model is None:
@@ -164,7 +165,8 @@ class Trainer:
         self.model = model
         self.lora_cfg = cfg.lora
         self.policy = make_policy(cfg, self.model, self.lora_cfg)
-        self.game = game if game is not None else make_game(cfg.env, cfg.policy.action_interface)
+        self.game = game if game is not None else make_group_game([c.env for c in self.seed_cfgs],
+                                                                  cfg.policy.action_interface)
         self.decider = Decider(self.policy, self.model.tokenizer, cfg.policy)
         self.decider.placement = self.placement
         self.params = self.placement.base(self.model.params)
@@ -347,7 +349,7 @@ class Trainer:
             if resume:
                 states = self._restore(ckpts, states)
             if self.writes_files:
-                self._write_layout()
+                self._write_layout(resume)
             start = r = int(states[0].round)
             logs = [MetricsLog(d, start_round=start, write=self.writes_files) for d in self.run_dirs]
             bar = tqdm(range(start, cfg.train.rounds), initial=start, total=cfg.train.rounds, desc="PA-MAGRPO",
@@ -394,14 +396,16 @@ class Trainer:
             print(f"resuming after round {rs.step} from {rs.path}")
         return [rs.state for rs in restored]
 
-    def _write_layout(self) -> None:
-        """Config and decisions folder of every seed's run directory; the group file of a group."""
+    def _write_layout(self, resume: bool) -> None:
+        """Config and decisions folder of every seed's run directory; the group file of a group.
+        A resumed run keeps its library record: its config names the library drawn, no longer the draw."""
         interface = self.cfg.policy.action_interface
-        guards = guards_file(self.cfg.env) if interface == "options" else ""
         for d, c in zip(self.run_dirs, self.seed_cfgs):
             dump_config(c, d / "config.yaml")
             (d / "decisions").mkdir(exist_ok=True)
-            if interface != "native":  # native actions use no option library
+            # Native actions use no option library.
+            if interface != "native" and not (resume and (d / LIBRARY_FILE).is_file()):
+                guards = guards_file(c.env) if interface == "options" else ""
                 write_library_record(d, library_record(c, self.library_sampled, guards))
         if self.grouped:
             dump_config(self.cfg, self.run_dir / "config.yaml")

@@ -117,6 +117,21 @@ def test_prefix_cache_decides_as_whole_prompts_and_label_is_the_models(setup):
     assert states - {0}
 
 
+def test_a_draw_does_not_depend_on_the_menus_batched_with_it(setup):
+    """Decisions batched with a longer menu (the call pads every menu to 16 slots instead of 8,
+    as when the seeds of a group play different libraries) draw what they draw alone."""
+    m, policy, bank, game, decider = setup
+    reqs = requests(decider, game, 3)  # menus of 4, 3 and 2 entries: 8 slots
+    wide = requests(decider, game, 1, menus=(12,))
+    prefix = decider.prefill(m.params, bank, game.system_message())
+    for seed in range(8):
+        keys = jax.random.split(jax.random.PRNGKey(seed), 4)
+        alone = decider.decide(m.params, bank, reqs, keys[:3], prefix)
+        batched = decider.decide(m.params, bank, reqs + wide, keys, prefix)[:3]
+        assert [(o.state, o.action) for o in batched] == [(o.state, o.action) for o in alone]
+        np.testing.assert_allclose([o.logp for o in batched], [o.logp for o in alone], atol=1e-5)
+
+
 def test_joint_kl_is_exact_against_brute_force_enumeration(setup):
     m, policy, bank, game, decider = setup
     reqs = requests(decider, game, 2)
