@@ -40,7 +40,6 @@ from omjax.train.sharding import Placement
 # prefix), and user texts whose first characters could merge with the template's last tokens.
 _USER = "\x00user\x00"
 _PROBES = ("You are", "\n", " -", "[")
-_LENGTH_STEP = 128
 
 
 @dataclasses.dataclass
@@ -226,13 +225,13 @@ class Decider:
         """One outcome per request; `keys` [len(requests)] are the requests' own sampling keys.
         With `prefix` (from `prefill` under this `bank`) each prompt runs after the cached
         prefix; without, whole; the decisions are the same. Rows are padded to a power of two
-        and lengths to a multiple of 128: every new shape compiles the whole backbone (tens of
-        seconds on a CPU), so a round's calls share few shapes."""
+        and lengths to the `inference.bucket` grid: every new shape compiles the whole backbone
+        (tens of seconds on a CPU), so a round's calls share few shapes, while a row wastes at
+        most a quarter of its compute on padding."""
         prompts = [self.encode(r.prompt) for r in requests]
         seqs = prompts if prefix is None else inference.strip_prefix(prompts, prefix.ids)
         rows = inference.pow2_at_least(len(requests))
-        length = -(-max(len(p) for p in seqs) // _LENGTH_STEP) * _LENGTH_STEP
-        tokens, mask = inference.left_pad(seqs, length, self.pad_id, rows=rows)
+        tokens, mask = inference.left_pad(seqs, pad_id=self.pad_id, rows=rows)
         index = np.zeros(rows, np.int32)
         index[: len(requests)] = [r.adapter for r in requests]
         keys = _pad_keys(keys, rows)
