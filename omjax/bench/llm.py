@@ -14,7 +14,11 @@ weights (the dequantised GGUF, loaded into both), same prompts, same run:
   path (whole prompts) runs too: it must draw the same (label, letter) pairs under the same keys;
 - prefill tokens/s: one forward over the batch of whole prompts (choice-position logits only;
   PyTorch `logits_to_keep=1`), and its achieved FLOP/s as a fraction of a jitted 2048 x 2048
-  f32 `jnp.dot` measured in the same run.
+  f32 `jnp.dot` measured in the same run, counting the useful FLOPs of the real tokens only
+  (`forward_flops`: no padding, causal attention).
+
+PyTorch runs under `torch.inference_mode()` on batches padded to their longest prompt (omjax
+pads to its shape grid, which eager PyTorch does not need).
 Ends with one JSON line `{"bench": "llm", ...}`.
 """
 
@@ -63,18 +67,18 @@ def matmul_peak(n: int = 2048, dtype="float32", repeats: int = 5) -> float:
     return 2 * n ** 3 / t
 
 
-def forward_flops(cfg, batch: int, seq: int, kv_len: int | None = None) -> float:
-    """Matmul FLOPs of one forward over `[batch, seq]` with choice-position logits only.
-
-    kv_len: attended length (seq without a cache). Counts what the program computes: every
-    projection for every token, full (unmasked) score and value matmuls, one unembedding row.
-    """
-    kv_len = seq if kv_len is None else kv_len
+def forward_flops(cfg, lengths) -> float:
+    """Useful matmul FLOPs of one forward over prompts of `lengths` real tokens with
+    choice-position logits only: every projection of every real token, the score and value
+    products of each real token against the real tokens up to it, one unembedding row per
+    prompt. Padding and masked-out score entries count nothing, so the fraction of peak is
+    what the model needed, not what the padded program happened to compute."""
     d, f, dh = cfg.hidden_size, cfg.intermediate_size, cfg.head_dim
     proj = d * dh * (2 * cfg.num_heads + 2 * cfg.num_kv_heads) + 3 * d * f
-    attn = 2 * cfg.num_heads * dh * kv_len
-    per_token = 2 * (proj + attn) * cfg.num_layers
-    return batch * seq * per_token + batch * 2 * d * cfg.vocab_size
+    tokens = sum(int(n) for n in lengths)
+    attended = sum(int(n) * (int(n) + 1) // 2 for n in lengths)  # causal (query, key) pairs
+    per_layer = 2 * proj * tokens + 2 * 2 * cfg.num_heads * dh * attended
+    return per_layer * cfg.num_layers + len(lengths) * 2 * d * cfg.vocab_size
 
 
 def torch_model_from(model):
@@ -140,7 +144,9 @@ def torch_decider(tm, decider, requests, temperature: float, gen):
     from omjax.models import inference
 
     prompts = [decider.encode(r.prompt) for r in requests]
-    tokens, mask = inference.left_pad(prompts)
+    # Padded to the longest prompt, as a tokenizer pads a batch: eager PyTorch has no compiled
+    # shapes to reuse, so the grid omjax pads to would only give it work to waste.
+    tokens, mask = inference.left_pad(prompts, max(map(len, prompts)))
     branches = requests[0].branches
     n_labels, width = len(branches.tokens), branches.width
     btok = np.zeros((n_labels, width), np.int64)
@@ -153,7 +159,7 @@ def torch_decider(tm, decider, requests, temperature: float, gen):
     n = len(requests)
 
     def run():
-        with torch.no_grad():
+        with torch.inference_mode():
             out = tm(input_ids=tt, attention_mask=tm_mask, position_ids=pos, use_cache=True, logits_to_keep=1)
             cache = out.cache
             cache.batch_repeat_interleave(n_labels)
@@ -223,15 +229,17 @@ def bench_game(name, model, tm, decider, bank, args, peak) -> dict:
     jt, jm = jnp.asarray(tokens), jnp.asarray(mask)
     prefill_fn = jax.jit(lambda p, t, m: fam.forward(p, cfg, t, attention_mask=m, last_only=True)[0])
     t_ours = _timeit(lambda: prefill_fn(base, jt, jm).block_until_ready(), args.repeats)
-    tt, tmask = torch.tensor(tokens, dtype=torch.long), torch.tensor(mask, dtype=torch.long)
+    ttok, tmask = inference.left_pad(prompts, max(map(len, prompts)))  # as `torch_decider` pads
+    tt, tmask = torch.tensor(ttok, dtype=torch.long), torch.tensor(tmask, dtype=torch.long)
+    tpos = (tmask.cumsum(1) - 1).clamp(min=0)
 
     def torch_prefill():
-        with torch.no_grad():
-            return tm(input_ids=tt, attention_mask=tmask, logits_to_keep=1).logits
+        with torch.inference_mode():
+            return tm(input_ids=tt, attention_mask=tmask, position_ids=tpos, logits_to_keep=1).logits
 
     t_torch_prefill = _timeit(torch_prefill, args.repeats)
     maxdiff = float(np.abs(np.asarray(prefill_fn(base, jt, jm))[:, -1] - torch_prefill()[:, -1].numpy()).max())
-    flops = forward_flops(cfg, tokens.shape[0], tokens.shape[1])
+    flops = forward_flops(cfg, [len(p) for p in prompts])
     n = len(requests)
     return {
         "decisions": n, "mean_prompt_tokens": float(np.mean([len(p) for p in prompts])),

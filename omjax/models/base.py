@@ -153,16 +153,22 @@ def attention(q: jax.Array, k: jax.Array, v: jax.Array, mask: jax.Array, *, scal
     hkv = k.shape[2]
     if hq % hkv:
         raise ValueError(f"{hq} query heads are not a multiple of {hkv} key/value heads")
-    g = hq // hkv
-    qg = q.reshape(b, t, hkv, g, dh)                                        # [B, T, K, G, Dh]
-    s = jnp.einsum("btkgd,bskd->bkgts", qg, k,
-                   preferred_element_type=jnp.float32) * scale              # [B, K, G, T, S]
+    g, s_len, dv = hq // hkv, k.shape[1], v.shape[-1]
+    # Heads-major operands ([B, K, T*G, Dh] against [B, K, S, Dh]) make both products plain
+    # batched matmuls, so only q, k, v and the output are transposed, never the [T, S]
+    # probabilities (the einsum over [B, T, K, G, Dh] made XLA:CPU transpose them in every
+    # layer, which doubled the cost of attention).
+    qh = q.reshape(b, t, hkv, g, dh).transpose(0, 2, 1, 3, 4).reshape(b, hkv, t * g, dh)
+    kh, vh = k.transpose(0, 2, 1, 3), v.transpose(0, 2, 1, 3)              # [B, K, S, Dh]
+    s = jnp.einsum("bkmd,bksd->bkms", qh, kh,
+                   preferred_element_type=jnp.float32) * scale              # [B, K, T*G, S]
+    s = s.reshape(b, hkv, t, g, s_len)                                      # [B, K, T, G, S]
     if softcap is not None:
         s = softcap * jnp.tanh(s / softcap)
-    s = jnp.where(mask[:, None, None, :, :], s, _MASK_VALUE)
-    p = jax.nn.softmax(s, axis=-1).astype(v.dtype)
-    o = jnp.einsum("bkgts,bskd->btkgd", p, v)                               # [B, T, K, G, Dv]
-    return o.reshape(b, t, hq, v.shape[-1])
+    s = jnp.where(mask[:, None, :, None, :], s, _MASK_VALUE)
+    p = jax.nn.softmax(s, axis=-1).astype(v.dtype).reshape(b, hkv, t * g, s_len)
+    o = jnp.einsum("bkms,bksd->bkmd", p, vh)                                # [B, K, T*G, Dv]
+    return o.reshape(b, hkv, t, g, dv).transpose(0, 2, 1, 3, 4).reshape(b, t, hq, dv)
 
 
 def attention_mask_from_positions(q_slots: jax.Array, q_pos: jax.Array, kv_pos: jax.Array,

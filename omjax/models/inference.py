@@ -47,6 +47,26 @@ def pow2_at_least(n: int, floor: int = 1) -> int:
     return out
 
 
+def length_groups(lengths: Sequence[int], extra: int = 0) -> list[np.ndarray]:
+    """Indices of `lengths` per batched call: one call, or the shorter and the longer ones in
+    two calls when that pads at least 1/16 fewer token slots (rows to a power of two, each
+    row `bucket(longest) + extra` long). Prompts of very different lengths (Cleanup's views:
+    300 to 700 tokens) otherwise pad every short prompt to the longest; the 1/16 keeps
+    near-equal batches in one call (each call streams every weight once more and may be a
+    new shape to compile)."""
+    n = len(lengths)
+    if n < 2:
+        return [np.arange(n)]
+    order = np.argsort(np.asarray(lengths), kind="stable")
+    ordered = [int(lengths[j]) for j in order]
+    cost = lambda lo, hi: pow2_at_least(hi - lo) * (bucket(max(ordered[lo:hi])) + extra)
+    whole = cost(0, n)
+    best, cut = min((cost(0, c) + cost(c, n), c) for c in range(1, n))
+    if 16 * (whole - best) < whole:
+        return [np.arange(n)]
+    return [np.sort(order[:cut]), np.sort(order[cut:])]
+
+
 def left_pad(seqs: Sequence[Sequence[int]], length: int | None = None, pad_id: int = 0,
              rows: int | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Left-pad token lists into `tokens [R, L]` int32 and `mask [R, L]` int32.

@@ -40,7 +40,6 @@ from omjax.train.sharding import Placement
 # prefix), and user texts whose first characters could merge with the template's last tokens.
 _USER = "\x00user\x00"
 _PROBES = ("You are", "\n", " -", "[")
-_LENGTH_STEP = 128
 
 
 @dataclasses.dataclass
@@ -226,20 +225,29 @@ class Decider:
         """One outcome per request; `keys` [len(requests)] are the requests' own sampling keys.
         With `prefix` (from `prefill` under this `bank`) each prompt runs after the cached
         prefix; without, whole; the decisions are the same. Rows are padded to a power of two
-        and lengths to a multiple of 128: every new shape compiles the whole backbone (tens of
-        seconds on a CPU), so a round's calls share few shapes."""
+        and lengths to the `inference.bucket` grid: every new shape compiles the whole backbone
+        (tens of seconds on a CPU), so a round's calls share few shapes, while a row wastes at
+        most a quarter of its compute on padding. In letter mode, prompts of very different
+        lengths go to the backbone in two calls (`inference.length_groups`)."""
         prompts = [self.encode(r.prompt) for r in requests]
         seqs = prompts if prefix is None else inference.strip_prefix(prompts, prefix.ids)
-        rows = inference.pow2_at_least(len(requests))
-        length = -(-max(len(p) for p in seqs) // _LENGTH_STEP) * _LENGTH_STEP
-        tokens, mask = inference.left_pad(seqs, length, self.pad_id, rows=rows)
-        index = np.zeros(rows, np.int32)
-        index[: len(requests)] = [r.adapter for r in requests]
-        keys = _pad_keys(keys, rows)
         caches = None if prefix is None else prefix.caches
-        if self.letter_mode:
-            return self._letters(base, bank, index, requests, prompts, tokens, mask, keys, caches)
-        return self._sample(base, bank, index, requests, prompts, tokens, mask, keys, caches)
+        # Sample mode stays one call: its generation loop streams every weight once per token.
+        extra = max(len(r.branches.tokens) * r.branches.width for r in requests) if self.letter_mode else 0
+        groups = inference.length_groups([len(s) for s in seqs], extra) if self.letter_mode else [np.arange(len(seqs))]
+        out: list[Outcome | None] = [None] * len(requests)
+        for group in groups:
+            rows = inference.pow2_at_least(len(group))
+            tokens, mask = inference.left_pad([seqs[j] for j in group], pad_id=self.pad_id, rows=rows)
+            index = np.zeros(rows, np.int32)
+            index[: len(group)] = [requests[j].adapter for j in group]
+            sub_keys = _pad_keys(keys[jnp.asarray(group)], rows)
+            call = self._letters if self.letter_mode else self._sample
+            done = call(base, bank, index, [requests[j] for j in group], [prompts[j] for j in group], tokens, mask,
+                        sub_keys, caches)
+            for j, o in zip(group, done):
+                out[j] = o
+        return out
 
     def letter_inputs(self, menus: list[list[MenuItem]], branches: list[Branches], tokens: np.ndarray,
                       mask: np.ndarray, shape: tuple[int, int, int] | None = None) -> dict:

@@ -3,6 +3,8 @@ scored in one forward equals each branch run alone, the joint distribution is no
 label is the model's, the KL is exact, and the prefix-cached rollout path decides exactly as the
 whole-prompt path."""
 
+import dataclasses
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -130,6 +132,32 @@ def test_a_draw_does_not_depend_on_the_menus_batched_with_it(setup):
         batched = decider.decide(m.params, bank, reqs + wide, keys, prefix)[:3]
         assert [(o.state, o.action) for o in batched] == [(o.state, o.action) for o in alone]
         np.testing.assert_allclose([o.logp for o in batched], [o.logp for o in alone], atol=1e-5)
+
+
+def test_prompts_of_very_different_lengths_split_into_two_calls_and_decide_as_alone(setup):
+    m, policy, bank, game, decider = setup
+    reqs = requests(decider, game, 4)
+    long = [dataclasses.replace(r, prompt=decider.prompt(game.system_message(),
+                                                          game.user_message(0, r.agent, r.menu, Memory()) + " pay" * 150))
+            for r in reqs[2:]]
+    reqs = [reqs[0], long[0], reqs[1], long[1]]
+    prefix = decider.prefill(m.params, bank, game.system_message())
+    lengths = [len(decider.encode(r.prompt)) - len(prefix.ids) for r in reqs]
+    groups = inference.length_groups(lengths, 16)
+    assert [g.tolist() for g in groups] == [[0, 2], [1, 3]]
+    key = jax.random.split(jax.random.PRNGKey(7), len(reqs))
+    together = decider.decide(m.params, bank, reqs, key, prefix)
+    for j, r in enumerate(reqs):
+        (alone,) = decider.decide(m.params, bank, [r], key[j:j + 1], prefix)
+        assert (together[j].state, together[j].action, together[j].prompt_ids) == (alone.state, alone.action,
+                                                                                  alone.prompt_ids)
+        np.testing.assert_allclose(together[j].logp, alone.logp, atol=1e-5)
+
+
+def test_length_groups_split_only_when_it_saves_padding():
+    assert [g.tolist() for g in inference.length_groups([300, 700, 310, 690], 24)] == [[0, 2], [1, 3]]
+    assert [g.tolist() for g in inference.length_groups([300, 305, 310, 315], 24)] == [[0, 1, 2, 3]]
+    assert [g.tolist() for g in inference.length_groups([5], 24)] == [[0]]
 
 
 def test_joint_kl_is_exact_against_brute_force_enumeration(setup):
