@@ -59,7 +59,8 @@ def test_rewarded_option_probability_rises_for_every_agent(tiny_model, tmp_path)
     state = Checkpointer(tmp_path).restore(trainer.init_state()).state
     after = pay_probability(trainer, state.bank)
     assert np.all(after > before + 0.1), (before, after)
-    assert rows[-1]["team_return_mean"] > rows[0]["team_return_mean"]
+    returns = [r["team_return_mean"] for r in rows]  # K = 8 rollouts a round: compare halves, not rounds
+    assert np.mean(returns[5:]) > np.mean(returns[:5]), returns
     first = rows[0]
     assert first["ratio_first_step"] == [1.0] * N_AGENTS
     assert first["decisions_per_agent"] == [16] * N_AGENTS
