@@ -120,6 +120,7 @@ def test_four_devices_equal_one(tiny_model, tmp_path):
                 assert letters[0] == letters[1], (name, s, r)
 
 
+@pytest.mark.slow  # 44 s; test_four_devices_equal_one trains on a sharded 2 x 2 base in the default suite
 def test_sharded_base_calls_equal_one_device(tiny_model, tmp_path):
     _run(CALLS, tmp_path, tiny_model.source, tmp_path)
     calls = json.loads((tmp_path / "calls.json").read_text())

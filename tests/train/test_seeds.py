@@ -124,6 +124,7 @@ def library_bandits(seeds):
     return [games[sample_library("overcooked", s)] for s in seeds]
 
 
+@pytest.mark.slow  # 95 s; the fast equivalence across libraries is tests/games/test_group.py
 def test_bandit_seeds_of_different_libraries_together_equal_each_seed_alone(tiny_model, tmp_path):
     """The fast version of the Overcooked test below: the libraries are two bandits."""
     seeds = library_seeds()
