@@ -126,7 +126,7 @@ def library_bandits(seeds):
 
 @pytest.mark.slow  # 95 s; the fast equivalence across libraries is tests/games/test_group.py
 def test_bandit_seeds_of_different_libraries_together_equal_each_seed_alone(tiny_model, tmp_path):
-    """The fast version of the Overcooked test below: the libraries are two bandits."""
+    """The bandit version of the Overcooked test below (cheaper: the libraries are two bandits)."""
     seeds = library_seeds()
     cfg = config(tmp_path, "train.rounds=2", "env.library=sampled")
     together = Trainer(cfg, model=tiny_model, run_dir=tmp_path / "group", game=GroupGame(library_bandits(seeds)),
