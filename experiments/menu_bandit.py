@@ -34,11 +34,10 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(REPO), str(REPO / "tests" / "train")]
 
 from bandit import HELD_OUT_ORDERS, OPTIONS, TRAIN_ORDERS, MenuBandit, menu_of  # noqa: E402
-from test_learning import SMOLLM2_SETTING, option_probabilities  # noqa: E402
+from test_learning import SMOLLM2_SETTING, menu_inputs, option_probabilities  # noqa: E402
 
 from omjax.config import load_config  # noqa: E402
-from omjax.models import inference, load  # noqa: E402
-from omjax.prompts import Memory  # noqa: E402
+from omjax.models import load  # noqa: E402
 from omjax.train.trainer import Trainer  # noqa: E402
 
 
@@ -56,18 +55,13 @@ def run_rl(trainer: Trainer, rounds: int, own: list[int], log) -> None:
 
 
 def run_supervised(trainer: Trainer, steps: int, lr: float, log) -> None:
-    game, decider, policy, base = trainer.game, trainer.decider, trainer.policy, trainer.model.params
+    game, policy, base = trainer.game, trainer.policy, trainer.model.params
     game.reset([0])
 
     def inputs_of(orders):
         menus = [menu_of(o) for o in orders]
-        ids = [decider.encode(decider.prompt(game.system_message(), game.user_message(0, 0, m, Memory())))
-               for m in menus]
-        tokens, mask = inference.left_pad(ids, max(map(len, ids)))
-        branches = [decider.state_branches(game, 0, 0)] * len(menus)
-        x = jax.tree.map(jnp.asarray, decider.letter_inputs(menus, branches, tokens, mask))
         slot = np.array([[it.index for it in m].index(game.paying[0]) for m in menus])  # [N]
-        return policy.prepare(base, x), jnp.asarray(slot)
+        return policy.prepare(base, menu_inputs(trainer, menus, 0)), jnp.asarray(slot)
 
     train, held = inputs_of(TRAIN_ORDERS), inputs_of(HELD_OUT_ORDERS)
 

@@ -24,19 +24,25 @@ def config(tmp_path, *extra):
     ])
 
 
+def menu_inputs(trainer, menus, agent: int) -> dict:
+    """Letter-mode inputs [len(menus), ...] of agent `agent`'s decision prompts on `menus`, as the
+    game renders them (the game must be reset)."""
+    game, decider = trainer.game, trainer.decider
+    ids = [decider.encode(decider.prompt(game.system_message(), game.user_message(0, agent, m, Memory())))
+           for m in menus]
+    tokens, mask = inference.left_pad(ids, max(map(len, ids)))
+    branches = [decider.state_branches(game, 0, agent)] * len(menus)
+    return jax.tree.map(jnp.asarray, decider.letter_inputs(menus, branches, tokens, mask))
+
+
 def option_probabilities(trainer, bank, menus) -> np.ndarray:
     """[adapters, options] mean probability each adapter gives each option over `menus` (summed
     over the state labels the model may write), on the game's own prompts (agent a's for
     adapter a), from the shipped policy."""
-    game, decider = trainer.game, trainer.decider
-    game.reset([0])
+    trainer.game.reset([0])
     out = np.zeros((jax.tree.leaves(bank)[0].shape[0], len(OPTIONS)))
     for a in range(out.shape[0]):
-        ids = [decider.encode(decider.prompt(game.system_message(), game.user_message(0, a, m, Memory())))
-               for m in menus]
-        tokens, mask = inference.left_pad(ids, max(map(len, ids)))
-        branches = [decider.state_branches(game, 0, a)] * len(menus)
-        inputs = jax.tree.map(jnp.asarray, decider.letter_inputs(menus, branches, tokens, mask))
+        inputs = menu_inputs(trainer, menus, a)
         lora = jax.tree.map(lambda x: x[a], bank)
         p = np.asarray(jnp.exp(trainer.policy.joint_logp(trainer.model.params, lora, inputs)).sum(axis=1))  # [N, M]
         for n, menu in enumerate(menus):
