@@ -1,9 +1,12 @@
 """The shipped SmolLM2-135M-Instruct GGUF: weights, logits and greedy text against transformers.
 
 Default tests use transformers' own GGUF reader (`load_gguf_checkpoint`: its dequantisation
-and q/k un-permutation) feeding transformers' `LlamaForCausalLM`; the slow test goes through
-`AutoModelForCausalLM.from_pretrained(..., gguf_file=...)` and its GGUF tokenizer end to end.
+and q/k un-permutation) feeding transformers' `LlamaForCausalLM`; a slow test goes through
+`AutoModelForCausalLM.from_pretrained(..., gguf_file=...)` and its GGUF tokenizer end to end,
+another takes the joint decision on all 30 layers.
 """
+
+import dataclasses
 
 import jax
 import jax.numpy as jnp
@@ -90,8 +93,12 @@ def test_logits_and_greedy_tokens_match_transformers(ours, reference):
     assert len(got) == n and tok.decode(got).strip()
 
 
-def test_joint_state_and_letter_scoring_with_shared_prefix_is_one_distribution(ours):
-    """On the real model and tokenizer: the state labels of Overcooked tokenise as branches,
+# The full depth compiles three 30-layer programs (about 70 s with the machine to itself, 190 s
+# in the parallel suite); the first two layers of the same weights, under the same tokenizer
+# and chat template, exercise every token and mask the decision path builds.
+@pytest.mark.parametrize("depth", [2, pytest.param(30, marks=pytest.mark.slow)])
+def test_joint_state_and_letter_scoring_with_shared_prefix_is_one_distribution(ours, depth):
+    """On the real weights and tokenizer: the state labels of Overcooked tokenise as branches,
     the joint (label, letter) distribution sums to one, and the prefix-cached decision path
     picks the same (label, letter) pairs as whole prompts under the same keys."""
     from omjax.config import PolicyConfig
@@ -100,7 +107,9 @@ def test_joint_state_and_letter_scoring_with_shared_prefix_is_one_distribution(o
     from omjax.train.policy import LetterPolicy
     from omjax.train.rollout import Decider, Request
 
-    policy = LetterPolicy(ours.family, ours.config, 1.0, 0.9, remat=False)
+    config = dataclasses.replace(ours.config, num_layers=depth)
+    params = {**ours.params, "layers": ours.params["layers"][:depth]}
+    policy = LetterPolicy(ours.family, config, 1.0, 0.9, remat=False)
     decider = Decider(policy, ours.tokenizer, PolicyConfig(state_line="model"))
     system = "Pick one option. Reply with two lines: 'state: <label>' and 'choice: <letter>'."
     menus = [["eat apple", "clean dirt", "go to the river"], ["go to the grass", "eat apple"],
@@ -116,17 +125,17 @@ def test_joint_state_and_letter_scoring_with_shared_prefix_is_one_distribution(o
     from omjax.models import lora
 
     lcfg = LoRAConfig(rank=2, alpha=4.0, targets=("q", "v"))
-    bank = lora.init_lora(jax.random.PRNGKey(0), ours.family.lora_shapes(ours.config), lcfg, 1)
-    prefix = decider.prefill(ours.params, bank, system)
+    bank = lora.init_lora(jax.random.PRNGKey(0), ours.family.lora_shapes(config), lcfg, 1)
+    prefix = decider.prefill(params, bank, system)
     key = jax.random.split(jax.random.PRNGKey(0), len(reqs))
-    cached = decider.decide(ours.params, bank, reqs, key, prefix)
-    whole = decider.decide(ours.params, bank, reqs, key)
+    cached = decider.decide(params, bank, reqs, key, prefix)
+    whole = decider.decide(params, bank, reqs, key)
     assert [(o.state, o.action) for o in cached] == [(o.state, o.action) for o in whole]
     np.testing.assert_allclose([o.logp for o in cached], [o.logp for o in whole], atol=1e-4)
     prompts = [decider.encode(r.prompt) for r in reqs]
     tokens, mask = inference.left_pad(prompts)
     inputs = jax.tree.map(jnp.asarray, decider.letter_inputs([r.menu for r in reqs], [branches] * 3, tokens, mask))
-    joint = np.asarray(jax.jit(lambda i: policy.joint_logp(ours.params, None, i))(inputs))
+    joint = np.asarray(jax.jit(lambda i: policy.joint_logp(params, None, i))(inputs))
     for j, r in enumerate(reqs):
         np.testing.assert_allclose(np.exp(joint[j, :, :len(r.menu)]).sum(), 1.0, atol=1e-5)
         assert cached[j].reply.startswith(f"state: {branches.labels[cached[j].state]}\nchoice: ")
