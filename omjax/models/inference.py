@@ -47,24 +47,41 @@ def pow2_at_least(n: int, floor: int = 1) -> int:
     return out
 
 
-def length_groups(lengths: Sequence[int], extra: int = 0) -> list[np.ndarray]:
-    """Indices of `lengths` per batched call: one call, or the shorter and the longer ones in
-    two calls when that pads at least 1/16 fewer token slots (rows to a power of two, each
-    row `bucket(longest) + extra` long). Prompts of very different lengths (Cleanup's views:
-    300 to 700 tokens) otherwise pad every short prompt to the longest; the 1/16 keeps
-    near-equal batches in one call (each call streams every weight once more and may be a
-    new shape to compile)."""
+def length_groups(lengths: Sequence[int], extra: int = 0, max_calls: int = 4) -> list[np.ndarray]:
+    """Indices of `lengths` per batched call, shortest first: the sorted lengths cut into at
+    most `max_calls` runs (rows to a power of two, each row `bucket(longest) + extra` long), one
+    more call only while it pads at least 1/16 of the one-call token slots fewer. Prompts of very
+    different lengths (Cleanup's views: 150 to 700 tokens after the shared prefix) otherwise pad
+    every short prompt to the longest; the 1/16 keeps near-equal batches in one call (each call
+    streams every weight once more and may be a new shape to compile)."""
     n = len(lengths)
     if n < 2:
         return [np.arange(n)]
     order = np.argsort(np.asarray(lengths), kind="stable")
-    ordered = [int(lengths[j]) for j in order]
-    cost = lambda lo, hi: pow2_at_least(hi - lo) * (bucket(max(ordered[lo:hi])) + extra)
-    whole = cost(0, n)
-    best, cut = min((cost(0, c) + cost(c, n), c) for c in range(1, n))
-    if 16 * (whole - best) < whole:
-        return [np.arange(n)]
-    return [np.sort(order[:cut]), np.sort(order[cut:])]
+    width = np.array([bucket(int(lengths[j])) + extra for j in order])  # sorted: a run's longest is its last
+    rows = np.array([pow2_at_least(m) for m in range(n + 1)])
+    # slots[k][hi]: fewest token slots of the first hi sorted lengths in k + 1 calls; cut[k][hi]
+    # where the last of those calls starts.
+    slots = [rows[: n + 1] * np.concatenate([[0], width])]
+    cut = [np.zeros(n + 1, int)]
+    for k in range(1, min(max_calls, n)):
+        best, start = slots[-1].copy(), np.zeros(n + 1, int)
+        for hi in range(k + 1, n + 1):
+            lo = np.arange(k, hi)
+            total = slots[-1][lo] + rows[hi - lo] * width[hi - 1]
+            j = int(np.argmin(total))
+            best[hi], start[hi] = total[j], lo[j]
+        slots.append(best)
+        cut.append(start)
+    calls = 0
+    while calls + 1 < len(slots) and 16 * (slots[calls][n] - slots[calls + 1][n]) >= slots[0][n]:
+        calls += 1
+    bounds, hi = [n], n
+    for k in range(calls, 0, -1):
+        hi = int(cut[k][hi])
+        bounds.insert(0, hi)
+    bounds.insert(0, 0)
+    return [np.sort(order[lo:hi]) for lo, hi in zip(bounds, bounds[1:])]
 
 
 def left_pad(seqs: Sequence[Sequence[int]], length: int | None = None, pad_id: int = 0,

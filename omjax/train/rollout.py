@@ -228,7 +228,7 @@ class Decider:
         and lengths to the `inference.bucket` grid: every new shape compiles the whole backbone
         (tens of seconds on a CPU), so a round's calls share few shapes, while a row wastes at
         most a quarter of its compute on padding. In letter mode, prompts of very different
-        lengths go to the backbone in two calls (`inference.length_groups`)."""
+        lengths go to the backbone in up to four calls (`inference.length_groups`)."""
         prompts = [self.encode(r.prompt) for r in requests]
         seqs = prompts if prefix is None else inference.strip_prefix(prompts, prefix.ids)
         caches = None if prefix is None else prefix.caches
