@@ -8,8 +8,8 @@ template, the reply's state branches of `policy.state_line=model`, the lettered 
 weights (the dequantised GGUF, loaded into both), same prompts, same run:
 
 - policy decisions/s: `Decider.decide`, the one path training rollouts and evaluation run (the
-  shared prefix prefilled once per adapter, per-row adapters, the joint (state label, letter)
-  draw), against a plain transformers policy taking the same decision: each whole prompt with
+  shared prefix prefilled once per adapter, per-row adapters of the game's training bank, the
+  joint (state label, letter) draw), against a plain transformers policy taking the same decision: each whole prompt with
   a KV cache, then every state branch on a copy of it, the same joint draw. The un-cached omjax
   path (whole prompts) runs too: it must draw the same (label, letter) pairs under the same keys;
 - prefill tokens/s: one forward over the batch of whole prompts (choice-position logits only;
@@ -295,8 +295,12 @@ def main(argv: list[str] | None = None) -> int:
     for name in games:
         game_cfg = load_config(CONFIGS[name])
         n_agents = game_cfg.n_adapters
-        # Non-zero B so the adapters do real work, as after the first update.
-        bank = lora.init_lora(jax.random.PRNGKey(0), model.family.lora_shapes(model.config), lcfg, n_agents)
+        if game_cfg.lora.scale != lcfg.scale:
+            raise ValueError(f"{name}: lora.alpha / lora.rank {game_cfg.lora.scale} differs from {games[0]}'s "
+                             f"{lcfg.scale}; the benchmark runs one policy")
+        # The game's training bank (its `lora.targets` on its `lora.top_layers`), with non-zero B
+        # so the adapters do real work, as after the first update.
+        bank = lora.init_lora(jax.random.PRNGKey(0), model.family.lora_shapes(model.config), game_cfg.lora, n_agents)
         bank = jax.tree.map(lambda x: x + 1e-3, bank)
         res[name] = bench_game(name, model, tm, decider, bank, args, peak)
     rows = [res[g] for g in games]

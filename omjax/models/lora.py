@@ -41,16 +41,20 @@ def init_lora(key: jax.Array, shapes: list[dict[str, tuple[int, int]]], cfg: LoR
               n_agents: int = 1, dtype=jnp.float32) -> dict:
     """A bank of `n_agents` fresh adapters: leaves `a [A, d_in, r]`, `b [A, r, d_out]` (zeros).
 
-    `shapes` comes from `family.lora_shapes(model_cfg)`. Each agent's `a` gets its own key, so
+    `shapes` comes from `family.lora_shapes(model_cfg)`; with `cfg.top_layers` only the last
+    that many layers get adapters (the others hold none). Each agent's `a` gets its own key, so
     agents start from different adapters (the symmetry-breaking channel of paper §6.1).
     """
     if n_agents < 1:
         raise ValueError(f"n_agents must be >= 1, got {n_agents}")
+    if cfg.top_layers > len(shapes):
+        raise ValueError(f"lora.top_layers={cfg.top_layers} but the backbone has {len(shapes)} layers")
+    first = len(shapes) - cfg.top_layers if cfg.top_layers else 0
     layers = []
     for li, layer_shapes in enumerate(shapes):
         entry = {}
         for target in cfg.targets:
-            if target not in layer_shapes:
+            if target not in layer_shapes or li < first:
                 continue
             d_in, d_out = layer_shapes[target]
             k = jax.random.fold_in(jax.random.fold_in(key, li), LORA_TARGETS.index(target))

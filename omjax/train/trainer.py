@@ -204,11 +204,6 @@ class Trainer:
     # ---------------------------------------------------------------------------------------
     def _init_one(self, seed):
         shapes = self.model.family.lora_shapes(self.model.config)
-        top = self.cfg.lora.top_layers
-        if top:
-            if top > len(shapes):
-                raise ValueError(f"lora.top_layers={top} but the backbone has {len(shapes)} layers")
-            shapes = [s if i >= len(shapes) - top else {} for i, s in enumerate(shapes)]
         key, k_lora = jax.random.split(jax.random.PRNGKey(seed))
         bank = lora_lib.init_lora(k_lora, shapes, self.lora_cfg, n_agents=self.cfg.n_adapters)
         return TrainState(bank=bank, opt_state=init_opt_state(self.optimizer, bank), key=key,

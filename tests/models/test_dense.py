@@ -256,6 +256,17 @@ def test_lora_save_restore_roundtrip(tmp_path):
         LoRAConfig(targets=("qkv",))
 
 
+def test_top_layers_bank_adapts_only_the_top_layers_with_the_full_banks_draws():
+    shapes = [{"q": (8, 8), "v": (8, 4)}] * 3
+    full = lora.init_lora(jax.random.PRNGKey(0), shapes, LoRAConfig(rank=2, targets=("q", "v")), n_agents=2)
+    top = lora.init_lora(jax.random.PRNGKey(0), shapes, LoRAConfig(rank=2, targets=("q", "v"), top_layers=1), 2)
+    assert top["layers"][:2] == [{}, {}]
+    for x, y in zip(jax.tree.leaves(full["layers"][2]), jax.tree.leaves(top["layers"][2])):
+        np.testing.assert_array_equal(np.asarray(x), np.asarray(y))
+    with pytest.raises(ValueError, match="lora.top_layers=4 but the backbone has 3 layers"):
+        lora.init_lora(jax.random.PRNGKey(0), shapes, LoRAConfig(top_layers=4), 1)
+
+
 def test_per_agent_menu_scoring_with_shared_prefix_equals_separate_calls(tiny_qwen3):
     """The letter policy over a bank (rows gather their adapter and its prefix cache) scores as
     each adapter alone on whole prompts, and decides the same letters."""
