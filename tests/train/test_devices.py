@@ -157,7 +157,7 @@ def test_sharded_base_calls_equal_one_device(tiny_model, tmp_path):
         np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-6)
 
 
-@pytest.mark.slow  # Qwen3.5: 890 s at nice 19 on 2 cores under a load of ~11 (compiles 6 programs)
+@pytest.mark.slow  # at nice 19 on 2 cores under a load of ~11: Qwen3.5 890 s, both 1880 s (6 compiles each)
 @pytest.mark.parametrize("backbone", ["qwen3.5-2b", "gemma-4-e2b-it"])
 def test_sharded_recurrent_and_gemma4_bases_decide_as_one_device(backbone, tmp_path):
     """The Qwen3.5 (Gated DeltaNet) and gemma-4 (KV sharing, per-layer inputs) families at their
