@@ -22,6 +22,11 @@ hosts join one mesh after `jax.distributed.initialize()` (`omjax train --coordin
 `jax.devices()` lists every host's devices, every process runs the same program on the same host
 data, and results come back whole to each (`to_host`). How many devices the model axis gets is
 `model_axis` (config `run.base_sharding`, `run.model_devices`).
+
+On the CPU, n forced host devices (`--xla_force_host_platform_device_count=n`) share one pool
+of PJRT_NPROC threads (default: the cores) and each collective holds its thread until all n
+devices reach it, so a mesh of more devices than threads can deadlock (the Qwen3.5 decide on
+1 x 4 did, on 2 cores); set PJRT_NPROC to at least 2n (as tests/train/test_devices.py does).
 """
 
 from __future__ import annotations
