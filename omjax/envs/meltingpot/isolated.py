@@ -22,6 +22,7 @@ it or beside it, and a burn-in of n episodes is a prefix of a burn-in of 2n.
 
 from __future__ import annotations
 
+import ctypes
 import gc
 import importlib
 import os
@@ -152,3 +153,17 @@ def serve(line: str) -> int:
             return status
         del status
         warmups = min(warmups + 1, _WARMUP_FORKS)
+
+
+def heap_probe(arg: str) -> Callable[[tuple[int, int, int]], tuple[int, int]]:
+    """A `run_tasks` factory that checks the premise: run(task) returns the addresses a fresh
+    Python object and a fresh 64 KiB malloc block get in the task's fork (equal for every task of
+    every invocation when each fork starts from the same heap); a negative task[0] raises."""
+    del arg
+
+    def run(task: tuple[int, int, int]) -> tuple[int, int]:
+        if task[0] < 0:
+            raise ValueError(f"heap_probe: negative task {task}")
+        return id(object()), ctypes.addressof(ctypes.create_string_buffer(1 << 16))
+
+    return run
