@@ -46,6 +46,17 @@ def doublings(n_max: int) -> list[int]:
     return out if out[-1] == n_max else out + [n_max]
 
 
+def points(text: str) -> list[int]:
+    """`--points`: "1,2,4,7" -> [1, 2, 4, 7] (increasing, each >= 1)."""
+    try:
+        out = [int(v) for v in text.split(",")]
+    except ValueError:
+        raise ValueError(f"--points must be comma-separated integers, got {text!r}") from None
+    if not out or out[0] < 1 or any(b <= a for a, b in zip(out, out[1:])):
+        raise ValueError(f"--points must increase from >= 1, got {text!r}")
+    return out
+
+
 def guard_key(g: Guard) -> str:
     """One line naming a guard (option, channel, literals): what the curve compares and lists."""
     return f"{g.opt} {g.channel} " + ", ".join(f"{k}={v}" for k, v in sorted(g.when.items()))
@@ -122,6 +133,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--game", required=True, choices=sorted(GAMES))
     p.add_argument("--layout", "--variant", dest="variant", default=None)
     p.add_argument("--max", type=int, default=32, help="largest n (solo = team episodes)")
+    p.add_argument("--points", default=None, metavar="N,N,...",
+                   help="the n to measure, increasing (default: the doublings up to --max)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", required=True, help="PNG path (a .json summary is written beside it)")
     p.add_argument("--save-records", default=None, metavar="DIR",
@@ -131,7 +144,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         lib = library(args.game)
         variant = resolve_variant(lib, args.game, args.variant)
-        counts = doublings(args.max)
+        counts = doublings(args.max) if args.points is None else points(args.points)
     except ValueError as err:
         print(f"coverage: {err}", file=sys.stderr)
         return 2

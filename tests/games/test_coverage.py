@@ -6,7 +6,7 @@ import json
 import numpy as np
 import pytest
 
-from omjax.games.coverage import guard_key, converged_at, coverage_curve, doublings, main
+from omjax.games.coverage import guard_key, converged_at, coverage_curve, doublings, main, points
 from omjax.options import harvest
 from omjax.options import meltingpot as mp
 from omjax.options import overcooked as oc
@@ -19,6 +19,10 @@ def test_doublings_and_convergence_point():
             ((1, 4, 0), (2, 0, 0), (4, 1, 1), (8, 0, 0), (16, 0, 0))]
     assert converged_at(rows) == 4  # the 1 -> 2 plateau does not count: 4 changed the set again
     assert converged_at(rows[:3]) is None
+    assert points("1,2,4,7") == [1, 2, 4, 7]
+    for bad in ("1,1", "0,2", "a"):
+        with pytest.raises(ValueError, match="--points must"):
+            points(bad)
 
 
 def test_assemble_numbers_a_burnin_from_its_episodes():
