@@ -112,7 +112,8 @@ def run_tasks(module: str, factory: str, arg: str, tasks: Sequence[tuple[int, in
         if rc != 0 or done < len(tasks):
             with open(err_file, "rb") as f:
                 tail = f.read()[-4000:].decode(errors="replace")
-            raise RuntimeError(f"isolated engine process failed (exit {rc}) after {done} of {len(tasks)} tasks:\n{tail}")
+            raise RuntimeError(f"isolated engine process failed (exit {rc}) after {done} of {len(tasks)} "
+                               f"tasks:\n{tail}")
 
 
 def serve(line: str) -> int:

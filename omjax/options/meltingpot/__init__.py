@@ -43,7 +43,8 @@ from omjax.options.meltingpot.paths import Ctx, make_ctx
 
 __all__ = [
     "DIST_VALUES", "MAX_OPTION_STEPS", "BeamMap", "Ctx", "Execution", "MPLibrary", "MPOption", "MeltingPotGameLibrary",
-    "act", "advance", "assemble", "at", "common_effects", "dirt_in_beam", "dist_bucket", "episode_keys", "episodes", "hidden_mask_batch_jax",
-    "in_beam", "in_beam_reference", "instances_for", "live_failures", "make_ctx", "make_library", "menu",
-    "menu_batch", "own_guards", "partner_transient", "start", "start_menu", "state_beam", "targets", "to_union",
+    "act", "advance", "assemble", "at", "common_effects", "dirt_in_beam", "dist_bucket", "episode_keys", "episodes",
+    "hidden_mask_batch_jax", "in_beam", "in_beam_reference", "instances_for", "live_failures", "make_ctx",
+    "make_library", "menu", "menu_batch", "own_guards", "partner_transient", "start", "start_menu", "state_beam",
+    "targets", "to_union",
 ]
