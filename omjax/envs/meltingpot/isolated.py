@@ -17,7 +17,9 @@ through a fixed-length link, regular files as stdin and stderr, a fixed-width ar
 written beforehand) and builds what every task needs; then each task runs in a child forked from
 that unchanged server, which reads its fixed-size task only after the fork and writes its result
 only after the work. Every task therefore starts from the same address space whatever ran before
-it or beside it, and a burn-in of n episodes is a prefix of a burn-in of 2n.
+it or beside it, and a burn-in of n episodes is a prefix of a burn-in of 2n. That holds for one
+installation (interpreter, packages and their paths); another may give other records, just as
+reproducibly.
 """
 
 from __future__ import annotations
