@@ -120,7 +120,7 @@ def plot_coverage(curves: dict[str, list[dict]], path: str | Path) -> Path:
         for label, rows in curves.items():
             ax2.plot([r["episodes"] for r in rows], [100 * r["menu_change"] for r in rows], ls="--", marker=".",
                      alpha=0.6)
-        ax2.set_ylabel("records whose menu changed vs previous n (%, dashed)")
+        ax2.set_ylabel("menu change vs previous n, % (dashed)")
     fig.tight_layout()
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
