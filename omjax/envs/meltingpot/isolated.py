@@ -29,6 +29,7 @@ import gc
 import importlib
 import os
 import pickle
+import signal
 import struct
 import subprocess
 import sys
@@ -47,6 +48,7 @@ ARG_WIDTH = 192
 _DONE = 3  # exit status of a child that found no task left
 _WARMUP_FORKS = 2  # forks that run nothing: the server's loop state is steady before the first task
 _LENGTH = struct.Struct("<Q")
+_PR_SET_PDEATHSIG = 1  # prctl(2) option: a signal this process gets when its parent dies
 
 # Sets the flag, then re-executes the interpreter (the flag survives exec) on the real command:
 # no preexec_fn, so a multithreaded parent (JAX) never runs Python code in a forked child.
@@ -121,6 +123,8 @@ def run_tasks(module: str, factory: str, arg: str, tasks: Sequence[tuple[int, in
 def serve(line: str) -> int:
     """The server loop (`python -c _SERVER_CODE "<module> <factory> <arg>"`): build `run`, then fork
     once per task; the child reads its task from stdin and writes `run(task)` to stdout."""
+    libc = ctypes.CDLL(None)
+    libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)  # the caller gone (killed), nobody reads the results
     module, factory, arg = line.split(maxsplit=2)
     run: Callable = getattr(importlib.import_module(module), factory)(arg.strip())
     size = struct.calcsize(TASK_FORMAT)
@@ -132,6 +136,7 @@ def serve(line: str) -> int:
         gc.collect()  # the same collector state at every fork
         pid = os.fork()
         if pid == 0:
+            libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
             status = 0
             try:
                 if warmups == _WARMUP_FORKS:
