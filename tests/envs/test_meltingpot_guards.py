@@ -66,8 +66,14 @@ def test_guard_files_regenerate_byte_identical_in_fresh_processes(game, tmp_path
     writes exactly the shipped guard file, for every variant (each burn-in episode runs in a fork
     of one canonical process with LuaJIT's PRNG pinned: `omjax.envs.meltingpot.isolated`).
 
-    Runtime: one default burn-in per variant, 7 solo + 7 team episodes; about 1 min per clean_up
-    variant and 1-2 min per Commons Harvest variant on a quiet 2-core machine (slow-marked)."""
+    The records depend on the bytes of every module that process imports (they set its heap
+    layout), so an edit under omjax/options or omjax/envs can change them: regenerate the shipped
+    files then (`omjax guards --game <game> --layout <variant>`, or `python -m omjax.games.coverage
+    --save-records` and `omjax guards --records`).
+
+    Runtime: one default burn-in per variant (clean_up 7 + 7, Commons Harvest 8 + 8 episodes);
+    about 1 min per clean_up variant and 1-2 min per Commons Harvest variant on a quiet 2-core
+    machine (slow-marked)."""
     import subprocess
     import sys
 
