@@ -66,10 +66,11 @@ def test_guard_files_regenerate_byte_identical_in_fresh_processes(game, tmp_path
     writes exactly the shipped guard file, for every variant (each burn-in episode runs in a fork
     of one canonical process with LuaJIT's PRNG pinned: `omjax.envs.meltingpot.isolated`).
 
-    The records depend on the bytes of every module that process imports (they set its heap
-    layout), so an edit under omjax/options or omjax/envs can change them: regenerate the shipped
-    files then (`omjax guards --game <game> --layout <variant>`, or `python -m omjax.games.coverage
-    --save-records` and `omjax guards --records`).
+    The records can depend on the bytes of every module that process imports (they shape its
+    heap, and the engine's output depends on heap addresses), so an edit under omjax/options or
+    omjax/envs may change them: then regenerate the shipped files (`omjax guards --game <game>
+    --layout <variant>`, or `python -m omjax.games.coverage --save-records` + `omjax guards
+    --records`) and the recorded burn-ins under tests/data/meltingpot.
 
     Runtime: one default burn-in per variant (clean_up 7 + 7, Commons Harvest 8 + 8 episodes);
     about 1 min per clean_up variant and 1-2 min per Commons Harvest variant on a quiet 2-core
