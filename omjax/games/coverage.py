@@ -1,14 +1,18 @@
 """Guard coverage vs burn-in size: how many burn-in episodes a game's guard set needs.
 
-For n = 1, 2, 4, ..., n_max the game's own burn-in of n solo + n team episodes is run (the one
-`omjax guards --solo n --team n` runs, in the Melting Pot games a fresh fixed-layout process:
-`omjax.envs.meltingpot.isolated`) and the guards are synthesised from it, so the point at n is
-the guard file that command writes, whatever `--max` is, and two runs of one command draw the
-same curve. (Prefixes of one large burn-in are no such thing: its team episodes start after all
-`n_max` solo episodes, on other engine seeds and another stretch of the random stream.) The
-curve has converged at the smallest n from which no doubling adds or drops a guard; the shipped
-burn-in count (`DEFAULT_EPISODES`) is at least that, or the largest n measured where the curve
-has not converged (Commons Harvest, `omjax.options.harvest`).
+For n = 1, 2, 4, ..., n_max the guards are synthesised from the game's own burn-in of n solo + n
+team episodes, the records `omjax guards --solo n --team n` would synthesise from. In the Melting
+Pot games every burn-in episode is a pure function of its key (`omjax.options.meltingpot.burnin`),
+so the burn-in of n + n is the first n solo and n team episodes of any larger one: the curve runs
+ONE burn-in, adding the episodes n .. 2n-1 of each kind at each doubling, and each point is still
+exactly the records of that command. Other games (Overcooked) run each point's burn-in afresh.
+
+The curve has converged at the smallest n from which no doubling adds or drops a guard. The
+guard COUNT need not settle while the set still changes: the certificate (hide no logged success)
+refines a guard into a two-literal one when a rare success under its one literal appears. So
+each point also reports `menu_change`: the fraction of that burn-in's records whose instance the
+inferred guards of n hide while those of the previous n do not, or the reverse (how much of what
+the agents would be shown the doubling changed).
 
     python -m omjax.games.coverage --game harvest --layout lib_a --max 64 \
         --out experiments/results/cpu/coverage_harvest_lib_a.png
@@ -29,7 +33,7 @@ from matplotlib.figure import Figure
 from omjax.games.registry import GAMES, library, resolve_variant
 from omjax.options.records import RecordTable, save_npz
 from omjax.options.schema import Schema
-from omjax.options.synthesis import Guard, SynthesisConfig, synthesize
+from omjax.options.synthesis import Guard, SynthesisConfig, covered, synthesize
 
 
 def doublings(n_max: int) -> list[int]:
@@ -42,22 +46,49 @@ def doublings(n_max: int) -> list[int]:
     return out if out[-1] == n_max else out + [n_max]
 
 
+def points(text: str) -> list[int]:
+    """`--points`: "1,2,4,7" -> [1, 2, 4, 7] (increasing, each >= 1)."""
+    try:
+        out = [int(v) for v in text.split(",")]
+    except ValueError:
+        raise ValueError(f"--points must be comma-separated integers, got {text!r}") from None
+    if not out or out[0] < 1 or any(b <= a for a, b in zip(out, out[1:])):
+        raise ValueError(f"--points must increase from >= 1, got {text!r}")
+    return out
+
+
 def guard_key(g: Guard) -> str:
     """One line naming a guard (option, channel, literals): what the curve compares and lists."""
     return f"{g.opt} {g.channel} " + ", ".join(f"{k}={v}" for k, v in sorted(g.when.items()))
 
 
+def hidden_records(guards: list[Guard], table: RecordTable, schema: Schema) -> np.ndarray:
+    """bool [N]: records whose instance some inferred guard hides (explicit guards act live)."""
+    hidden = np.zeros(len(table), bool)
+    for g in guards:
+        if g.channel == "inferred":
+            hidden |= covered(g, table, schema)
+    return hidden
+
+
 def coverage_curve(burnin: Callable[[int], RecordTable], schema: Schema, counts: list[int],
-                   config: SynthesisConfig = SynthesisConfig()) -> list[dict]:
+                   config: SynthesisConfig = SynthesisConfig(),
+                   on_row: Callable[[list[dict]], None] | None = None) -> list[dict]:
     """Per n in `counts`: the records and guards of `burnin(n)` (a burn-in of n solo + n team
-    episodes), the guards new and lost since the previous n, and the guards themselves."""
-    rows, seen = [], set()
+    episodes), the guards new and lost since the previous n, `menu_change` (module docstring)
+    and the guards themselves. `on_row(rows)` is called after each point."""
+    rows, seen, previous = [], set(), []
     for n in counts:
         table = burnin(n)
-        guards = {guard_key(g) for g in synthesize(table, schema, config)}
-        rows.append({"episodes": n, "records": len(table), "guards": len(guards), "new": len(guards - seen),
-                     "lost": len(seen - guards), "guard_set": sorted(guards)})
-        seen = guards
+        guards = synthesize(table, schema, config)
+        keys = {guard_key(g) for g in guards}
+        flips = hidden_records(guards, table, schema) != hidden_records(previous, table, schema)
+        rows.append({"episodes": n, "records": len(table), "guards": len(keys), "new": len(keys - seen),
+                     "lost": len(seen - keys), "menu_change": round(float(flips.mean()) if len(table) else 0.0, 6),
+                     "guard_set": sorted(keys)})
+        seen, previous = keys, guards
+        if on_row is not None:
+            on_row(rows)
     return rows
 
 
@@ -84,6 +115,12 @@ def plot_coverage(curves: dict[str, list[dict]], path: str | Path) -> Path:
     ax.grid(alpha=0.3)
     ax.legend()
     ax.set_title("Guard coverage vs burn-in size")
+    if all("menu_change" in r for rows in curves.values() for r in rows):
+        ax2 = ax.twinx()
+        for label, rows in curves.items():
+            ax2.plot([r["episodes"] for r in rows], [100 * r["menu_change"] for r in rows], ls="--", marker=".",
+                     alpha=0.6)
+        ax2.set_ylabel("menu change vs previous n, % (dashed)")
     fig.tight_layout()
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -96,6 +133,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--game", required=True, choices=sorted(GAMES))
     p.add_argument("--layout", "--variant", dest="variant", default=None)
     p.add_argument("--max", type=int, default=32, help="largest n (solo = team episodes)")
+    p.add_argument("--points", default=None, metavar="N,N,...",
+                   help="the n to measure, increasing (default: the doublings up to --max)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", required=True, help="PNG path (a .json summary is written beside it)")
     p.add_argument("--save-records", default=None, metavar="DIR",
@@ -105,27 +144,40 @@ def main(argv: list[str] | None = None) -> int:
     try:
         lib = library(args.game)
         variant = resolve_variant(lib, args.game, args.variant)
-        counts = doublings(args.max)
+        counts = doublings(args.max) if args.points is None else points(args.points)
     except ValueError as err:
         print(f"coverage: {err}", file=sys.stderr)
         return 2
 
+    results: dict = {}
+    done = [0]  # episodes of each kind already in `results`
+
     def burnin(n: int) -> RecordTable:
-        table = lib.burnin(variant, n, n, args.seed, progress=False)
+        if hasattr(lib, "burnin_episodes"):  # episodes are pure functions of their keys: extend one burn-in
+            keys = [(solo, k) for solo in (True, False) for k in range(done[0], n)]
+            results.update(lib.burnin_episodes(variant, keys, args.seed, progress=False))
+            done[0] = n
+            table = lib.assemble(variant, results, n, n)
+        else:
+            table = lib.burnin(variant, n, n, args.seed, progress=False)
         if args.save_records:
             Path(args.save_records).mkdir(parents=True, exist_ok=True)
             save_npz(Path(args.save_records) / f"burnin_{args.game}_{variant}_{n}.npz", table)
         return table
 
     t0 = time.perf_counter()
-    rows = coverage_curve(burnin, lib.SCHEMA, counts)
-    secs = time.perf_counter() - t0
     label = f"{args.game} / {variant}"
-    out = plot_coverage({label: rows}, args.out)
-    summary = {"game": args.game, "variant": variant, "seed": args.seed, "burnins_s": round(secs, 1),
-               "default_episodes": list(lib.DEFAULT_EPISODES), "curve": rows, "converged_at": converged_at(rows)}
-    out.with_suffix(".json").write_text(json.dumps(summary, indent=2) + "\n")
-    print(json.dumps({**summary, "curve": [{k: v for k, v in r.items() if k != "guard_set"} for r in rows]}))
+
+    def write(rows: list[dict]) -> None:
+        out = plot_coverage({label: rows}, args.out)
+        summary = {"game": args.game, "variant": variant, "seed": args.seed,
+                   "burnins_s": round(time.perf_counter() - t0, 1), "default_episodes": list(lib.DEFAULT_EPISODES),
+                   "curve": rows, "converged_at": converged_at(rows)}
+        out.with_suffix(".json").write_text(json.dumps(summary, indent=2) + "\n")
+        print(json.dumps({**summary, "curve": [{k: v for k, v in r.items() if k != "guard_set"} for r in rows[-1:]]}),
+              flush=True)
+
+    coverage_curve(burnin, lib.SCHEMA, counts, on_row=write)
     return 0
 
 

@@ -133,5 +133,5 @@ LIBRARY = mp.MeltingPotGameLibrary(
     game="harvest", module=__name__, env=CommonsHarvest, candidates={"lib_a": LIB_A, "lib_b": LIB_B},
     read_set=_READ, effect_set=_EFFECT, transient=(PARTNER_ADJACENT,), agent_features=agent_features,
     target_features=target_features, effect_features=effect_features, transient_features=mp.partner_transient,
-    regions=regions, DEFAULT_EPISODES=(7, 7),  # one solo episode per agent, then as many team episodes (400 steps each)
+    regions=regions, DEFAULT_EPISODES=(8, 8),  # the coverage curve: 8 + 8 (400-step episodes), README
 )

@@ -63,11 +63,18 @@ def test_jax_and_numpy_guard_evaluators_equal_python_on_recorded_states(game):
 @pytest.mark.parametrize("game", ["cleanup", "harvest"])
 def test_guard_files_regenerate_byte_identical_in_fresh_processes(game, tmp_path):
     """`omjax guards --game <game> --layout <variant>` from a fresh burn-in, in its own process,
-    writes exactly the shipped guard file, for every variant (the burn-in runs in a fixed-layout
-    process with LuaJIT's PRNG pinned: `omjax.envs.meltingpot.isolated`).
+    writes exactly the shipped guard file, for every variant (each burn-in episode runs in a fork
+    of one canonical process with LuaJIT's PRNG pinned: `omjax.envs.meltingpot.isolated`).
 
-    Runtime: one default burn-in per variant, 7 solo + 7 team episodes; about 1 min per clean_up
-    variant and 1-2 min per Commons Harvest variant on a quiet 2-core machine (slow-marked)."""
+    The records can depend on the bytes of every module that process imports (they shape its
+    heap, and the engine's output depends on heap addresses), so an edit under omjax/options or
+    omjax/envs may change them: then regenerate the shipped files (`omjax guards --game <game>
+    --layout <variant>`, or `python -m omjax.games.coverage --save-records` + `omjax guards
+    --records`) and the recorded burn-ins under tests/data/meltingpot.
+
+    Runtime: one default burn-in per variant (clean_up 7 + 7, Commons Harvest 8 + 8 episodes);
+    about 1 min per clean_up variant and 1-2 min per Commons Harvest variant on a quiet 2-core
+    machine (slow-marked)."""
     import subprocess
     import sys
 

@@ -6,8 +6,9 @@ import json
 import numpy as np
 import pytest
 
-from omjax.games.coverage import guard_key, converged_at, coverage_curve, doublings, main
+from omjax.games.coverage import guard_key, converged_at, coverage_curve, doublings, main, points
 from omjax.options import harvest
+from omjax.options import meltingpot as mp
 from omjax.options import overcooked as oc
 from omjax.options.synthesis import synthesize
 
@@ -18,30 +19,52 @@ def test_doublings_and_convergence_point():
             ((1, 4, 0), (2, 0, 0), (4, 1, 1), (8, 0, 0), (16, 0, 0))]
     assert converged_at(rows) == 4  # the 1 -> 2 plateau does not count: 4 changed the set again
     assert converged_at(rows[:3]) is None
+    assert points("1,2,4,7") == [1, 2, 4, 7]
+    for bad in ("1,1", "0,2", "a"):
+        with pytest.raises(ValueError, match="--points must"):
+            points(bad)
+
+
+def test_assemble_numbers_a_burnin_from_its_episodes():
+    """A burn-in of n + n is its first n solo then first n team episodes, `ep` in that order."""
+    lib = harvest.LIBRARY.library("lib_a")
+    f, g = len(lib.schema.read_set), len(lib.schema.transient)
+
+    def episode(n, opt):
+        return {"step": list(range(n)), "aid": [0] * n, "opt": [opt] * n, "target": [[1, 2]] * n,
+                "features": [[0] * f] * n, "transient": [[0] * g] * n, "outcome": [0] * n, "changed": [True] * n}
+
+    results = {(True, 0): episode(2, 0), (True, 1): episode(1, 1), (False, 0): episode(3, 2), (False, 1): episode(1, 0)}
+    table = mp.assemble(lib, results, 1, 2)
+    assert table.ep.tolist() == [0, 0, 1, 1, 1, 2] and table.solo.tolist() == [True, True] + [False] * 4
+    assert table.opt.tolist() == [0, 0, 2, 2, 2, 0] and table.step.tolist() == [0, 1, 0, 1, 2, 0]
+    assert mp.episode_keys(2, 1) == [(True, 0), (True, 1), (False, 0)]
+    with pytest.raises(ValueError, match="no records of the solo episode 2"):
+        mp.assemble(lib, results, 3, 0)
+    with pytest.raises(ValueError, match="burn-in episode counts must lie in 0..500000, got solo -1"):
+        mp.episode_keys(-1, 1)
 
 
 @pytest.mark.slow
-def test_harvest_curve_points_are_reproducible_burnins_of_their_size():
-    """Each point is its own n + n burn-in in a fresh isolated process: a later burn-in of the
-    same size gives the same records and guards, so the curve depends on neither `--max` nor
-    the run. Runtime: three child processes of 200-step episodes, about 1 min on a quiet
-    2-core machine (each child builds the engine; slow-marked)."""
-    schema = harvest.LIBRARY.SCHEMA
-    tables = {}
-
-    def burn(n):
-        tables[n] = harvest.LIBRARY.burnin("lib_a", n, n, seed=5, progress=False, episode_length=200)
-        return tables[n]
-
-    rows = coverage_curve(burn, schema, [1, 2])
-    assert [r["episodes"] for r in rows] == [1, 2] and 0 < rows[0]["records"] < rows[1]["records"]
-    assert rows[0]["new"] == rows[0]["guards"] == len(rows[0]["guard_set"]) and rows[0]["lost"] == 0
-    assert rows[1]["guards"] == rows[0]["guards"] + rows[1]["new"] - rows[1]["lost"] and rows[1]["guards"] > 0
-    first = tables[1]
-    again = burn(1)
+def test_harvest_burnins_reproduce_and_nest_across_invocations(monkeypatch, tmp_path):
+    """The burn-in of 1 + 1 is the first solo and team episode of a 2 + 2 one run by another
+    invocation (other environment, working directory and caller heap), record for record, and
+    the curve over them adds up. Runtime: two engine servers of four 30-step episodes, about
+    30 s on a quiet 2-core machine (each server imports and builds the engine twice; slow-marked)."""
+    lib = harvest.LIBRARY
+    small = lib.burnin("lib_a", 1, 1, seed=5, progress=False, episode_length=30)
+    monkeypatch.setenv("OMJAX_TEST_PAD", "x" * 3000)
+    monkeypatch.chdir(tmp_path)
+    results = lib.burnin_episodes("lib_a", mp.episode_keys(2, 2), 5, progress=False, episode_length=30)
+    again = lib.assemble("lib_a", results, 1, 1)
+    assert 0 < len(small) < len(lib.assemble("lib_a", results, 2, 2))
     for field in dataclasses.fields(again):
-        assert np.array_equal(getattr(again, field.name), getattr(first, field.name)), field.name
-    assert sorted(guard_key(g) for g in synthesize(again, schema)) == rows[0]["guard_set"]
+        assert np.array_equal(getattr(again, field.name), getattr(small, field.name)), field.name
+    rows = coverage_curve(lambda n: lib.assemble("lib_a", results, n, n), lib.SCHEMA, [1, 2])
+    assert rows[0]["new"] == rows[0]["guards"] == len(rows[0]["guard_set"]) and rows[0]["lost"] == 0
+    assert rows[1]["guards"] == rows[0]["guards"] + rows[1]["new"] - rows[1]["lost"]
+    assert sorted(guard_key(g) for g in synthesize(small, lib.SCHEMA)) == rows[0]["guard_set"]
+    assert all(0 <= r["menu_change"] <= 1 for r in rows)
 
 
 @pytest.mark.slow

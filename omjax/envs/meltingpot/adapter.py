@@ -18,7 +18,8 @@ Agent order. The engine assigns avatars to spawn points through Lua table iterat
 is reproducible only once LuaJIT's PRNG is pinned (`engine.pin_luajit_seed`). The adapter numbers
 agents by their spawn cell in reading order (row, then column): agent 0 is the avatar that
 spawned northernmost-westernmost, whatever order the engine's players come in. With the pinned
-PRNG an episode is a deterministic function of the seed and the actions, zaps and regrowth included.
+PRNG an episode is a deterministic function of the seed, the actions and the memory addresses the
+engine's allocations get (`omjax.envs.meltingpot.isolated` fixes those for the burn-in).
 
 Each `reset(seed)` builds a fresh engine (about 1.5 s): restarting a clean_up engine in place
 aborts the process inside its Lua code.

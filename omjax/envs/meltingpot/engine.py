@@ -179,13 +179,12 @@ def commons_harvest() -> Substrate:
 #
 # `pin_luajit_seed()` replaces, in this process's copy of the loaded extension, the body of
 # `lj_prng_seed_secure` with a stub that writes a fixed PRNG state and returns success. With it,
-# most episodes are pure functions of (env seed, actions); object-keyed tables still iterate in
-# address order, so bit-identical runs also need a single-threaded process without address
-# randomisation (`omjax.envs.meltingpot.isolated`). Seen here: unpinned, episodes
-# differed even without address randomisation; pinned, they differed now and then across
-# processes; pinned in such a process, every run was identical. Only x86-64 Linux is
-# patched; the symbol is looked up in the extension's ELF symbol table, so another dmlab2d build
-# is handled or, if the symbol is missing, left alone with a warning. Set
+# an episode is a function of (env seed, actions) and of the memory addresses the engine's
+# allocations get: the same seed spawned Commons Harvest's avatars on 2-4 different cell sets
+# depending only on the size of the process's environment. Bit-identical runs therefore also need
+# every episode to start from the same address space (`omjax.envs.meltingpot.isolated`). Only
+# x86-64 Linux is patched; the symbol is looked up in the extension's ELF symbol table, so another
+# dmlab2d build is handled or, if the symbol is missing, left alone with a warning. Set
 # OMJAX_MELTINGPOT_ENTROPY=1 to keep LuaJIT's OS-seeded behaviour.
 _PRNG_SYMBOL = b"lj_prng_seed_secure"
 _PRNG_STATE = (0x9E3779B97F4A7C15,) * 4  # one value in all four words: its first address probe lands in free low memory

@@ -15,8 +15,9 @@ modules supply what the kinds mean on the real engine's `SymbolicState`:
   and the raw closed-loop executor (`start`, `act`, `advance`; see `executor` for the kinds).
 * `menus`: the guardless instantiation, guard-filtered lettered menus, batched menus for the JAX
   guard evaluator, the start-state menu.
-* `burnin`: Stage 2 (uniform random over the guardless menu), in a fixed-layout process
-  (`omjax.envs.meltingpot.isolated`) so the records are reproducible.
+* `burnin`: Stage 2 (uniform random over the guardless menu), each episode a pure function of
+  its key, run in a fork of a canonical process (`omjax.envs.meltingpot.isolated`) so the
+  records are reproducible and a burn-in of n + n episodes is a prefix of every larger one.
 
 Effects are evaluated by `omjax.options.schema.effect_holds` on effect features measured at
 initiation (pre) and at termination (post). Counters are measured relative to the initiation
@@ -31,7 +32,7 @@ Training-side API (one env, one agent; the game loops over its K envs and A agen
 """
 
 from omjax.options.meltingpot.beam import BeamMap, dirt_in_beam, in_beam, in_beam_reference, state_beam
-from omjax.options.meltingpot.burnin import burnin
+from omjax.options.meltingpot.burnin import assemble, episode_keys, episodes
 from omjax.options.meltingpot.executor import MAX_OPTION_STEPS, Execution, act, advance, common_effects, start
 from omjax.options.meltingpot.features import DIST_VALUES, at, dist_bucket, partner_transient, targets
 from omjax.options.meltingpot.game import MeltingPotGameLibrary
@@ -42,7 +43,8 @@ from omjax.options.meltingpot.paths import Ctx, make_ctx
 
 __all__ = [
     "DIST_VALUES", "MAX_OPTION_STEPS", "BeamMap", "Ctx", "Execution", "MPLibrary", "MPOption", "MeltingPotGameLibrary",
-    "act", "advance", "at", "burnin", "common_effects", "dirt_in_beam", "dist_bucket", "hidden_mask_batch_jax",
-    "in_beam", "in_beam_reference", "instances_for", "live_failures", "make_ctx", "make_library", "menu",
-    "menu_batch", "own_guards", "partner_transient", "start", "start_menu", "state_beam", "targets", "to_union",
+    "act", "advance", "assemble", "at", "common_effects", "dirt_in_beam", "dist_bucket", "episode_keys", "episodes",
+    "hidden_mask_batch_jax", "in_beam", "in_beam_reference", "instances_for", "live_failures", "make_ctx",
+    "make_library", "menu", "menu_batch", "own_guards", "partner_transient", "start", "start_menu", "state_beam",
+    "targets", "to_union",
 ]

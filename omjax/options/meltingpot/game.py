@@ -5,7 +5,7 @@ shared read / effect / transient feature sets, as two samples of the Stage-1 pro
 its feature functions and goal regions, and provides the `GameLibrary` interface of
 `omjax.games.registry`: `SCHEMA` (the union of the candidates: option and feature names never
 collide, which is what records and guard files are read with), `VARIANTS`, `DEFAULT_EPISODES`,
-`burnin`, `start_menu`, plus `library(variant)` and `to_union`.
+`burnin` (also as `burnin_episodes` + `assemble`), `start_menu`, plus `library(variant)` and `to_union`.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from collections.abc import Callable, Mapping
 import numpy as np
 
 from omjax.envs.meltingpot.adapter import MeltingPotEnv
-from omjax.options.meltingpot.burnin import burnin, isolated_burnin
+from omjax.options.meltingpot.burnin import Key, assemble, episode_keys, episodes
 from omjax.options.meltingpot.library import MPLibrary, MPOption, make_library, own_guards, to_union
 from omjax.options.meltingpot.menus import start_menu
 from omjax.options.menu import MenuItem
@@ -77,13 +77,23 @@ class MeltingPotGameLibrary:
 
     def burnin(self, variant: str, solo_episodes: int, team_episodes: int, seed: int, progress: bool = True,
                episode_length: int | None = None) -> RecordTable:
-        """Stage 2 burn-in, in a fresh fixed-layout process (`isolated_burnin`): reproducible records."""
-        table = isolated_burnin(self.module, variant, solo_episodes, team_episodes, seed, progress, episode_length)
-        if table is not None:
-            return table
+        """Stage 2 burn-in of `solo_episodes` + `team_episodes` (union-indexed records), each
+        episode in a fork of a canonical process: the same records on every invocation, and the
+        first n + n episodes of every larger burn-in (`omjax.options.meltingpot.burnin`)."""
+        results = self.burnin_episodes(variant, episode_keys(solo_episodes, team_episodes), seed, progress,
+                                       episode_length)
+        return self.assemble(variant, results, solo_episodes, team_episodes)
+
+    def burnin_episodes(self, variant: str, keys: list[Key], seed: int, progress: bool = True,
+                        episode_length: int | None = None) -> dict[Key, dict]:
+        """(solo, k) -> the records of that burn-in episode (`omjax.options.meltingpot.burnin.episodes`)."""
+        return episodes(self.library(variant), self.module, variant, self.env, self.regions, keys, seed, progress,
+                        episode_length)
+
+    def assemble(self, variant: str, results: dict[Key, dict], solo_episodes: int, team_episodes: int) -> RecordTable:
+        """What `burnin(variant, solo_episodes, team_episodes, seed)` returns, from `burnin_episodes` results."""
         lib = self.library(variant)
-        return self.to_union(lib, burnin(lib, self.env, self.regions, solo_episodes, team_episodes, seed,
-                                         progress, episode_length))
+        return self.to_union(lib, assemble(lib, results, solo_episodes, team_episodes))
 
     def start_menu(self, variant: str, seed: int, agent: int, guards: list[Guard]) -> list[MenuItem]:
         """The lettered menu `agent` sees at the start state of the episode seeded `seed`."""
