@@ -9,9 +9,10 @@ weights (the dequantised GGUF, loaded into both), same prompts, same run:
 
 - policy decisions/s: `Decider.decide`, the one path training rollouts and evaluation run (the
   shared prefix prefilled once per adapter, per-row adapters of the game's training bank, the
-  joint (state label, letter) draw), against a plain transformers policy taking the same decision: each whole prompt with
-  a KV cache, then every state branch on a copy of it, the same joint draw. The un-cached omjax
-  path (whole prompts) runs too: it must draw the same (label, letter) pairs under the same keys;
+  joint (state label, letter) draw), against a plain transformers policy taking the same
+  decision: each whole prompt with a KV cache, then every state branch on a copy of it, the
+  same joint draw. The un-cached omjax path (whole prompts) runs too: it must draw the same
+  (label, letter) pairs under the same keys;
 - prefill tokens/s: one forward over the batch of whole prompts (choice-position logits only;
   PyTorch `logits_to_keep=1`), and its achieved FLOP/s as a fraction of a jitted 2048 x 2048
   f32 `jnp.dot` measured in the same run, counting the useful FLOPs of the real tokens only

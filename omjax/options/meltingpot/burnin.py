@@ -83,6 +83,17 @@ def _setup(lib: MPLibrary, make_env: Callable[[], MeltingPotEnv], regions_of: Ca
     return env, make_ctx(env, regions_of(env))
 
 
+def _in_process(lib: MPLibrary, make_env: Callable[[], MeltingPotEnv], regions_of: Callable[[MeltingPotEnv], dict],
+                episode_length: int | None, tasks: list[tuple[int, int, int]]) -> Iterable[dict]:
+    """The records of each task, in this process, on one engine that is closed afterwards."""
+    env, ctx = _setup(lib, make_env, regions_of, episode_length)
+    try:
+        for task in tasks:
+            yield episode_records(lib, env, ctx, task)
+    finally:
+        env.close()
+
+
 def episode_runner(arg: str) -> Callable[[tuple[int, int, int]], dict]:
     """`episode_records` bound to a game's library, engine and context; `arg` is
     "<game module> <variant> <episode length or ->" (the isolated server builds this once)."""
@@ -107,8 +118,7 @@ def episodes(lib: MPLibrary, module: str, variant: str, make_env: Callable[[], M
         arg = f"{module} {variant} {'-' if episode_length is None else int(episode_length)}"
         results: Iterable[dict] = run_tasks(__name__, "episode_runner", arg, tasks)
     else:
-        env, ctx = _setup(lib, make_env, regions_of, episode_length)
-        results = (episode_records(lib, env, ctx, task) for task in tasks)
+        results = _in_process(lib, make_env, regions_of, episode_length, tasks)
     out, records = {}, 0
     for key, cols in zip(keys, results):
         out[key] = cols
