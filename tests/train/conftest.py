@@ -1,18 +1,6 @@
 import pytest
 
 
-@pytest.fixture(scope="session", autouse=True)
-def compile_cache(tmp_path_factory):
-    """Share compiled XLA programs between the Trainers of one session: each test builds its
-    own jitted functions, but identical programs then compile once."""
-    import jax
-
-    jax.config.update("jax_compilation_cache_dir", str(tmp_path_factory.mktemp("xla_cache")))
-    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
-    yield
-    jax.config.update("jax_compilation_cache_dir", None)
-
-
 @pytest.fixture(scope="session")
 def tiny_model(tmp_path_factory):
     """A random 2-layer Llama built with transformers, with a word-level tokenizer and chat
