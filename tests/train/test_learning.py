@@ -208,7 +208,8 @@ def train_smollm2_bandit(model, tmp_path, paying):
     for _ in range(SMOLLM2_ROUNDS):
         state, _, _ = trainer.round(state)
     after = option_probabilities(trainer, state.bank, held_out)
-    print(f"paying {paying}: held-out option probabilities {OPTIONS}\nbefore\n{before.round(3)}\nafter\n{after.round(3)}")
+    print(f"paying {paying}: held-out option probabilities {OPTIONS}\n"
+          f"before\n{before.round(3)}\nafter\n{after.round(3)}")
     return before, after
 
 
