@@ -247,6 +247,12 @@ class TrainConfig:
     """Pad update sequences to at least this many tokens (then up to the length grid), so
     rounds whose longest prompt differs still share one compiled update."""
 
+    reuse_trunk: bool = True
+    """With `lora.top_layers`, keep the frozen layers' output of each decision from its rollout
+    forward and start the update from it instead of recomputing it (letter mode, dense
+    families). Costs host memory: prompt tokens x hidden size x 4 bytes per decision (SmolLM2,
+    850 tokens: 2 MB)."""
+
     train: bool = True
     """False keeps the base frozen (the frozen-base baselines): rollouts run, no update."""
 

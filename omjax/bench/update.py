@@ -9,7 +9,13 @@ over the adapters, and a loop that jits the one-agent update once and calls it p
 is timed after a warm-up call (compile excluded, reported separately), and the final adapters
 are checked equal. The tiny backbone is also timed with a bank of seeds x agents adapters (a
 multi-seed run's update). Backbones: a tiny random Llama (built with transformers, no download)
-and SmolLM2-135M (the shipped GGUF). Ends with one JSON line `{"bench": "update", ...}`.
+and SmolLM2-135M (the shipped GGUF).
+
+`--trunk` times what the rollouts hand the update under `lora.top_layers` (the learning run's
+setting: SmolLM2, adapters on the top 8 layers, prompts of ~850 tokens): the update that computes
+the frozen trunk and the old log-probs itself (`train.reuse_trunk=false`) against the one that
+starts from the rollout's trunk and log-probs (the default), same batch, same run, final adapters
+checked equal. Ends with one JSON line `{"bench": "update", ...}`.
 """
 
 from __future__ import annotations
@@ -113,6 +119,40 @@ def bench_backbone(name: str, model, n_agents: int, b: int, t: int, minibatch: i
     return row
 
 
+def bench_trunk(model, n_agents: int, b: int, t: int, top_layers: int, minibatch: int) -> dict:
+    """The update with the frozen trunk and old log-probs computed inside vs handed in."""
+    lcfg = LoRAConfig(rank=16, alpha=32.0, targets=("q", "k", "v", "o"), top_layers=top_layers)
+    frozen = model.config.num_layers - top_layers
+    policy = LetterPolicy(model.family, model.config, lcfg.scale, temperature=1.0, remat=False, frozen_layers=frozen)
+    opt = make_optimizer(1e-3, 1.0)
+    settings = UpdateSettings(clip_eps=0.2, kl_coef=0.01, epochs=2, minibatch_size=minibatch, kl_kind="exact")
+    shapes = [s if i >= frozen else {} for i, s in enumerate(model.family.lora_shapes(model.config))]
+    bank = lora_lib.init_lora(jax.random.PRNGKey(0), shapes, lcfg, n_agents)
+    bank = jax.tree.map(lambda x: x + 0.01, bank)
+    state = init_opt_state(opt, bank)
+    batch = _batch(jax.random.PRNGKey(1), n_agents, b, t, model.config.vocab_size, 6)
+    keys = jax.random.split(jax.random.PRNGKey(2), n_agents)
+    update = make_bank_update(policy.policy_fn, opt, settings, policy.prepare)
+    # What the rollouts would have kept: the trunk, and the log-probs under the adapters that acted.
+    prepare = jax.jit(jax.vmap(lambda x: policy.prepare(model.params, x)))
+    score = jax.jit(jax.vmap(lambda lo, x: policy.policy_fn(model.params, lo, x).logp))
+    handed = batch.replace(inputs=prepare(batch.inputs), old_logp=score(bank, batch.inputs))
+    runs = {}
+    for name, one in (("recomputed", batch), ("handed_in", handed)):
+        _, first = _timed(update, model.params, bank, state, one, keys)
+        out, run = _timed(update, model.params, bank, state, one, keys)
+        runs[name] = (out[0], first, run)
+    err = max(float(jnp.max(jnp.abs(a - c))) for a, c in zip(jax.tree.leaves(runs["recomputed"][0]),
+                                                             jax.tree.leaves(runs["handed_in"][0])))
+    slow, fast = runs["recomputed"][2], runs["handed_in"][2]
+    row = {"backbone": "smollm2-135m", "agents": n_agents, "decisions_per_agent": b, "tokens_per_decision": t,
+           "top_layers": top_layers, "recomputed_s": slow, "handed_in_s": fast, "speedup": slow / fast,
+           "max_abs_diff": err}
+    print(f"  trunk reuse: update computing trunk + old log-probs {slow:8.2f} s | starting from the rollout's "
+          f"{fast:8.2f} s | {slow / fast:5.2f}x | max |diff| {err:.2e}", flush=True)
+    return row
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m omjax.bench update", description=__doc__.split("\n\n")[0])
     p.add_argument("--agents", type=int, default=7)
@@ -123,6 +163,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--smollm2-decisions", type=int, default=4)
     p.add_argument("--smollm2-tokens", type=int, default=64)
     p.add_argument("--skip-smollm2", action="store_true")
+    p.add_argument("--trunk", action="store_true", help="also time the update from the rollout's trunk (SmolLM2)")
+    p.add_argument("--trunk-decisions", type=int, default=8)
+    p.add_argument("--trunk-tokens", type=int, default=832)
     args = p.parse_args(argv)
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
@@ -136,5 +179,9 @@ def main(argv: list[str] | None = None) -> int:
         rows.append(bench_backbone("smollm2-135m", load("smollm2-135m", with_tokenizer=False), args.agents,
                                    args.smollm2_decisions, args.smollm2_tokens,
                                    minibatch=args.smollm2_decisions, rank=16))
-    print(json.dumps({"bench": "update", "device": jax.default_backend(), "results": rows}))
+    trunk = None
+    if args.trunk:
+        trunk = bench_trunk(load("smollm2-135m", with_tokenizer=False), 2, args.trunk_decisions, args.trunk_tokens,
+                            top_layers=8, minibatch=4)
+    print(json.dumps({"bench": "update", "device": jax.default_backend(), "results": rows, "trunk": trunk}))
     return 0

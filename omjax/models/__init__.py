@@ -26,6 +26,12 @@ Family contract (one module per HF `model_type`, registered in `FAMILIES`):
         is on the left whenever a cache or `last_only` is used. `lora` is one adapter tree
         `{"layers": [{target: {"a", "b"}}]}` (no agent axis); `remat` wraps each layer in
         `jax.checkpoint`. The returned cache is None when no cache was passed.
+    trunk(params, cfg, tokens, *, attention_mask, n_layers) -> base.Trunk
+        the frozen base's residual stream entering layer `n_layers`; `forward(..., trunk=)`
+        continues from it (the update's frozen layers under `lora.top_layers`).
+    forward_and_trunk(params, cfg, tokens, *, n_layers, **forward kwargs) -> (logits, cache, Trunk)
+        or None: `forward` that also returns the trunk of its tokens (with a cache, of the
+        tokens after it), so rollouts hand the update the trunk they already computed.
 """
 
 from omjax.models.families import FAMILIES, family

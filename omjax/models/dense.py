@@ -169,8 +169,9 @@ def _layer(p: dict, cfg: DenseConfig, x: jax.Array, ctx: base.Context, cos, sin,
 
 
 def _layers(params: dict, cfg: DenseConfig, tokens: jax.Array, attention_mask, lora, lora_scale: float,
-            cache: dict | None, remat: bool, trunk: base.Trunk | None, stop: int):
-    """Run layers [first, stop) (first = 0, or where `trunk` stopped): (x [B, T, D], cache, layer caches)."""
+            cache: dict | None, remat: bool, trunk: base.Trunk | None, stop: int, keep: int = 0):
+    """Run layers [first, stop) (first = 0, or where `trunk` stopped): (x [B, T, D], cache, layer
+    caches, the residual stream entering layer `keep` (None when `keep` is 0))."""
     ctx, cache = base.make_context(tokens, attention_mask, cache)
     cos, sin = base.rope_cos_sin(jnp.maximum(ctx.q_pos, 0),
                                  base.rope_inv_freq(cfg.head_dim, cfg.rope_theta, cfg.rope_scaling))
@@ -179,14 +180,16 @@ def _layers(params: dict, cfg: DenseConfig, tokens: jax.Array, attention_mask, l
     else:
         x, first = trunk.hidden, trunk.n_layers
     layer_fn = jax.checkpoint(_layer, static_argnums=(1, 7)) if remat else _layer
-    new_layers = []
+    new_layers, kept = [], None
     for i in range(first, stop):
+        if i == keep:
+            kept = x
         lora_layer = None if lora is None else lora["layers"][i]
         layer_cache = None if cache is None else cache["layers"][i]
         x, layer_cache = layer_fn(params["layers"][i], cfg, x, ctx, cos, sin, lora_layer, lora_scale,
                                   layer_cache)
         new_layers.append(layer_cache)
-    return x, cache, new_layers
+    return x, cache, new_layers, kept
 
 
 def trunk(params: dict, cfg: DenseConfig, tokens: jax.Array, *, attention_mask: jax.Array | None = None,
@@ -194,7 +197,7 @@ def trunk(params: dict, cfg: DenseConfig, tokens: jax.Array, *, attention_mask: 
     """The frozen base's residual stream after its first `n_layers` layers (see `base.Trunk`)."""
     base.check_forward_inputs(cfg.model_type, cfg.num_layers, tokens, attention_mask, None)
     base.check_trunk(cfg.model_type, cfg.num_layers, n_layers)
-    x, _, _ = _layers(params, cfg, tokens, attention_mask, None, 1.0, None, False, None, n_layers)
+    x, _, _, _ = _layers(params, cfg, tokens, attention_mask, None, 1.0, None, False, None, n_layers)
     return base.Trunk(hidden=x, extras={}, n_layers=n_layers)
 
 
@@ -211,9 +214,30 @@ def forward(params: dict, cfg: DenseConfig, tokens: jax.Array, *,
     or a previous call; remat: recompute each layer's activations in the backward pass;
     trunk: start from the output of `trunk(...)` for the same tokens instead of layer 0.
     """
+    logits, cache, _ = _forward(params, cfg, tokens, attention_mask, lora, lora_scale, cache, last_only, remat,
+                                trunk, 0)
+    return logits, cache
+
+
+def forward_and_trunk(params: dict, cfg: DenseConfig, tokens: jax.Array, *, n_layers: int,
+                      attention_mask: jax.Array | None = None, lora: dict | None = None,
+                      lora_scale: float = 1.0, cache: dict | None = None,
+                      last_only: bool | int = False) -> tuple[jax.Array, dict | None, base.Trunk]:
+    """`forward`, also returning the residual stream of all T tokens entering layer `n_layers`
+    (the `base.Trunk` that `trunk(...)` computes, when `lora` has no weights below that layer).
+    With a cache the trunk is that of the tokens after it, which is what a trunk of the whole
+    sequence holds at their positions: a decision scored after a cached prefix yields the trunk
+    its update would otherwise recompute."""
+    base.check_trunk(cfg.model_type, cfg.num_layers, n_layers, lora)
+    logits, cache, kept = _forward(params, cfg, tokens, attention_mask, lora, lora_scale, cache, last_only, False,
+                                   None, n_layers)
+    return logits, cache, base.Trunk(hidden=kept, extras={}, n_layers=n_layers)
+
+
+def _forward(params, cfg, tokens, attention_mask, lora, lora_scale, cache, last_only, remat, trunk, keep):
     base.check_forward_inputs(cfg.model_type, cfg.num_layers, tokens, attention_mask, lora, trunk=trunk, cache=cache)
-    x, cache, new_layers = _layers(params, cfg, tokens, attention_mask, lora, lora_scale, cache, remat,
-                                   trunk, cfg.num_layers)
+    x, cache, new_layers, kept = _layers(params, cfg, tokens, attention_mask, lora, lora_scale, cache, remat,
+                                         trunk, cfg.num_layers, keep)
     if last_only:
         x = x[:, -int(last_only):]
     x = base.rms_norm(x, params["norm"], cfg.rms_eps)
@@ -221,4 +245,4 @@ def forward(params: dict, cfg: DenseConfig, tokens: jax.Array, *,
     logits = base.unembed(x, w)
     if cache is not None:
         cache = {**cache, "layers": new_layers}
-    return logits, cache
+    return logits, cache, kept

@@ -54,6 +54,10 @@ _PER_LAYER_KEYS = {"head_dim", "num_key_value_heads"}
 SEGMENTS = True
 """Whether `forward` honours branch masks (`omjax.models.base.token_positions`)."""
 
+forward_and_trunk = None
+"""Not provided: upper layers also read the keys and values of shared trunk layers, which a
+forward does not return; the update computes the trunk itself (`trunk`)."""
+
 
 @dataclasses.dataclass(frozen=True)
 class Config:

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 from omjax.models.dense import DenseConfig as Config
-from omjax.models.dense import dense_config_from_hf, forward, init_cache, lora_shapes, params_from_hf, trunk
+from omjax.models.dense import (dense_config_from_hf, forward, forward_and_trunk, init_cache, lora_shapes,
+                                params_from_hf, trunk)
 
-__all__ = ["SEGMENTS", "Config", "config_from_hf", "params_from_hf", "lora_shapes", "forward", "init_cache", "trunk"]
+__all__ = ["SEGMENTS", "Config", "config_from_hf", "params_from_hf", "lora_shapes", "forward", "init_cache", "trunk",
+           "forward_and_trunk"]
 
 SEGMENTS = True
 """Whether `forward` honours branch masks (`omjax.models.base.token_positions`)."""

@@ -48,6 +48,10 @@ SEGMENTS = False
 """Whether `forward` honours branch masks (`omjax.models.base.token_positions`): no, its Gated
 DeltaNet layers read every earlier token, so branches of one prompt would see each other."""
 
+forward_and_trunk = None
+"""Not provided: a recurrent family scores each state branch in its own row (`SEGMENTS` is
+False), so its rollout rows are not the update's; the update computes the trunk itself."""
+
 
 @dataclasses.dataclass(frozen=True)
 class Config:

@@ -120,8 +120,10 @@ def branch_rows(tokens: jax.Array, mask: jax.Array, n_labels: int, width: int) -
 
 def add_trunk(policy: Any, base: Any, inputs: dict) -> dict:
     """`inputs` plus the frozen trunk of their sequences when the adapters cover only the top
-    layers (`policy.frozen_layers` > 0): the update's `prepare_fn`, run once per round."""
-    if not policy.frozen_layers:
+    layers (`policy.frozen_layers` > 0): the update's `prepare_fn`, run once per round. Inputs
+    that already carry a `trunk` (kept by the rollouts, `LetterPolicy.keeps_trunk`) are left as
+    they are."""
+    if not policy.frozen_layers or "trunk" in inputs:
         return inputs
     tokens, mask = policy.sequences(inputs)
     trunk = policy.family.trunk(base, policy.config, tokens, attention_mask=mask, n_layers=policy.frozen_layers)
@@ -187,27 +189,44 @@ class LetterPolicy(_BankPolicy):
         # A recurrent family runs each branch in its own copy of the prompt: exact too, at L
         # times the prompt's compute.
         self.one_row_per_branch = not family.SEGMENTS
-        rows = jax.vmap(self._decide_one, in_axes=(None, 0, 0, 0, 0))
+        self.keeps_trunk = bool(frozen_layers) and family.forward_and_trunk is not None and family.SEGMENTS
+        """Whether `decide(..., keep_trunk=True)` can return each decision's frozen trunk (the
+        update's `prepare` then has nothing left to compute)."""
 
-        def decide(base, bank, caches, index, inputs, keys):
+        def decide(base, bank, caches, index, inputs, keys, keep_trunk):
             cache = None if caches is None else _gather(caches, index)
-            return rows(base, _gather(bank, index), cache, inputs, keys)
+            one = lambda *a: self._decide_one(*a, keep_trunk=keep_trunk)
+            return jax.vmap(one, in_axes=(None, 0, 0, 0, 0))(base, _gather(bank, index), cache, inputs, keys)
 
-        self._decide = jax.jit(decide)
+        self._decide = jax.jit(decide, static_argnums=6)
+        self._trunk = jax.jit(lambda base, tokens, mask: family.trunk(base, config, tokens, attention_mask=mask,
+                                                                      n_layers=self.frozen_layers).hidden)
 
     def joint_logp(self, base: Any, lora: Any, inputs: dict, cache: dict | None = None) -> jax.Array:
         """[P, L, M] log-probs of (state branch, menu slot) pairs (0 off the menu). With `cache`
         (batch-1 shared prefix), `tokens` continue it."""
+        return self._joint(base, lora, inputs, cache, keep_trunk=False)[0]
+
+    def _joint(self, base: Any, lora: Any, inputs: dict, cache: dict | None,
+               keep_trunk: bool) -> tuple[jax.Array, jax.Array | None]:
+        """`joint_logp` and, with `keep_trunk`, the trunk hidden states [P, T + L*W, D] of the
+        rows (of the tokens after `cache`)."""
         p, n_labels, width = inputs["label_mask"].shape
         n = n_labels * width
         tokens, mask = self.sequences(inputs)
         split = tokens.shape[0] != p
         if cache is not None:
             cache = inference.extend_for(cache, tokens.shape[0], tokens.shape[1])
-        logits, _ = self.family.forward(base, self.config, tokens, attention_mask=mask, lora=lora,
-                                        lora_scale=self.lora_scale, cache=cache,
-                                        last_only=width + 1 if split else n + 1,
-                                        remat=self.remat, trunk=inputs.get("trunk"))
+        common = dict(attention_mask=mask, lora=lora, lora_scale=self.lora_scale, cache=cache,
+                      last_only=width + 1 if split else n + 1)
+        hidden = None
+        if keep_trunk:
+            logits, _, kept = self.family.forward_and_trunk(base, self.config, tokens, n_layers=self.frozen_layers,
+                                                            **common)
+            hidden = kept.hidden
+        else:
+            logits, _ = self.family.forward(base, self.config, tokens, remat=self.remat, trunk=inputs.get("trunk"),
+                                            **common)
         if split:  # [P*L, 1 + W, V] -> the layout of one row per prompt
             logits = logits.reshape(p, n_labels, width + 1, -1)
             logits = jnp.concatenate([logits[:, 0, :1], logits[:, :, 1:].reshape(p, n, -1)], axis=1)
@@ -223,7 +242,7 @@ class LetterPolicy(_BankPolicy):
         letter_logits = jnp.take_along_axis(at_choice, inputs["letters"][:, None, :], axis=-1)  # [P, L, M]
         menu = inputs["menu_mask"][:, None, :]
         letter_logp = jax.nn.log_softmax(jnp.where(menu, letter_logits, _MASKED), axis=-1)
-        return jnp.where(menu, label_logp[:, :, None] + letter_logp, 0.0)
+        return jnp.where(menu, label_logp[:, :, None] + letter_logp, 0.0), hidden
 
     def sequences(self, inputs: dict) -> tuple[jax.Array, jax.Array]:
         _, n_labels, width = inputs["label_mask"].shape
@@ -238,22 +257,30 @@ class LetterPolicy(_BankPolicy):
         mask = jnp.broadcast_to(inputs["menu_mask"][:, None, :], joint.shape)
         return PolicyOut(logp=chosen, dist=joint.reshape(p, n_labels * m), dist_mask=mask.reshape(p, n_labels * m))
 
-    def _decide_one(self, base, lora, cache, inputs, key):
-        joint = self.joint_logp(base, lora, inputs, cache)  # [P, L, M]
+    def _decide_one(self, base, lora, cache, inputs, key, keep_trunk=False):
+        joint, hidden = self._joint(base, lora, inputs, cache, keep_trunk)  # [P, L, M]
         p, n_labels, m = joint.shape
         flat = jnp.where(inputs["menu_mask"][:, None, :], joint, -jnp.inf).reshape(p, -1)
         pick = jnp.argmax(flat + pair_gumbel(key, p, n_labels, m).reshape(p, -1), axis=-1)  # [P]: a categorical draw
         logp = jnp.take_along_axis(flat, pick[:, None], -1)[:, 0]
-        return (pick // m).astype(jnp.int32), (pick % m).astype(jnp.int32), logp
+        return (pick // m).astype(jnp.int32), (pick % m).astype(jnp.int32), logp, hidden
 
     def decide(self, base: Any, bank: Any, index: np.ndarray, inputs: dict, keys: jax.Array,
-               caches: dict | None = None):
+               caches: dict | None = None, keep_trunk: bool = False):
         """Draw one (state, letter) pair per row: `index` int [R] (the row's bank entry), inputs
         `[R, P, ...]`, keys `[R]`, `caches` the bank's `prefill` (then `tokens` continue it) or
         None (whole prompts). Returns (state int32 [R, P], action int32 [R, P], log-prob float32
-        [R, P]) as NumPy."""
-        state, action, logp = self._decide(base, bank, caches, jnp.asarray(index, jnp.int32), inputs, keys)
-        return to_host((state, action, logp))
+        [R, P], trunk hidden float [R, P, T + L*W, D] with `keep_trunk` (needs `keeps_trunk`),
+        else None) as NumPy."""
+        if keep_trunk and not self.keeps_trunk:
+            raise ValueError("this policy cannot keep the trunk (no frozen layers, or a family without "
+                             "`forward_and_trunk`)")
+        return to_host(self._decide(base, bank, caches, jnp.asarray(index, jnp.int32), inputs, keys, keep_trunk))
+
+    def prefix_trunk(self, base: Any, prefix: Sequence[int]) -> np.ndarray:
+        """[len(prefix), D] the frozen trunk of the shared prompt prefix (adapter-independent)."""
+        tokens, mask = inference.prefix_arrays(prefix)
+        return to_host(self._trunk(base, jnp.asarray(tokens), jnp.asarray(mask)))[0, tokens.shape[1] - len(prefix):]
 
 
 class SamplePolicy(_BankPolicy):

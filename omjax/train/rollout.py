@@ -31,10 +31,12 @@ from tqdm.auto import tqdm
 from omjax.config import PolicyConfig
 from omjax.games.base import Game
 from omjax.models import inference
+from omjax.models.base import Trunk
 from omjax.options.menu import MenuItem
 from omjax.prompts import Memory, format_reply, parse_reply, render_chat
 from omjax.train.policy import Branches, LetterPolicy, SamplePolicy, assistant_prefix, make_branches, pack_branches
 from omjax.train.sharding import Placement
+from omjax.train.update import DecisionBatch
 
 # The user turn's placeholder when rendering the template up to the user's text (the shared
 # prefix), and user texts whose first characters could merge with the template's last tokens.
@@ -66,6 +68,10 @@ class Decision:
     """Letter mode: the state branches the decision was scored over."""
     state: int = 0
     """Letter mode: the chosen branch (the model's state label)."""
+    trunk: np.ndarray | None = None
+    """float [len(prompt_ids) + branch tokens, D]: the frozen trunk's residual stream at the
+    prompt's tokens, then at each state branch's tokens in order, when the rollout kept it
+    (`collect(..., keep_trunk=True)`); the update starts from it instead of recomputing it."""
 
 
 @dataclasses.dataclass
@@ -123,6 +129,7 @@ class Outcome:
     logp: float
     parsed: bool
     state: int = 0
+    trunk: np.ndarray | None = None
 
 
 @dataclasses.dataclass
@@ -132,6 +139,9 @@ class Prefix:
     ids: list[int]
     caches: Any
     """Cache pytree, leaves [bank entries, 1, ...] (`LetterPolicy.prefill`)."""
+    trunk: np.ndarray | None = None
+    """[len(ids), D] the prefix's frozen trunk (the same under every adapter), when decisions
+    keep theirs."""
 
 
 def letter_shape(menus: list[list[MenuItem]], branches: list[Branches]) -> tuple[int, int, int]:
@@ -182,11 +192,13 @@ class Decider:
             self._prefix_ids[system] = ids
         return self._prefix_ids[system]
 
-    def prefill(self, base: Any, bank: Any, system: str) -> Prefix:
+    def prefill(self, base: Any, bank: Any, system: str, keep_trunk: bool = False) -> Prefix:
         """The shared prefix of every prompt under `system`, prefilled under each adapter of
-        `bank`: valid for decisions taken with this bank."""
+        `bank`: valid for decisions taken with this bank (with `keep_trunk`, also the prefix's
+        frozen trunk, which decisions that keep theirs start with)."""
         ids = self.prefix_ids(system)
-        return Prefix(ids, self.policy.prefill(base, bank, ids))
+        return Prefix(ids, self.policy.prefill(base, bank, ids),
+                      self.policy.prefix_trunk(base, ids) if keep_trunk else None)
 
     def branches(self, labels: tuple[str | None, ...]) -> Branches:
         """The tokenised state branches of `labels` (cached: a game has one label set)."""
@@ -221,10 +233,12 @@ class Decider:
         return [self._letter_ids[l] for l in letters]
 
     def decide(self, base: Any, bank: Any, requests: list[Request], keys: jax.Array,
-               prefix: Prefix | None = None) -> list[Outcome]:
+               prefix: Prefix | None = None, keep_trunk: bool = False) -> list[Outcome]:
         """One outcome per request; `keys` [len(requests)] are the requests' own sampling keys.
         With `prefix` (from `prefill` under this `bank`) each prompt runs after the cached
-        prefix; without, whole; the decisions are the same. Rows are padded to a power of two
+        prefix; without, whole; the decisions are the same. `keep_trunk` (letter mode, a policy
+        that `keeps_trunk`; `prefix` from `prefill(..., keep_trunk=True)`) also returns each
+        decision's frozen trunk (`Outcome.trunk`). Rows are padded to a power of two
         and lengths to the `inference.bucket` grid: every new shape compiles the whole backbone
         (tens of seconds on a CPU), so a round's calls share few shapes, while a row wastes at
         most a quarter of its compute on padding. In letter mode, prompts of very different
@@ -232,6 +246,14 @@ class Decider:
         prompts = [self.encode(r.prompt) for r in requests]
         seqs = prompts if prefix is None else inference.strip_prefix(prompts, prefix.ids)
         caches = None if prefix is None else prefix.caches
+        if keep_trunk and not self.letter_mode:
+            raise ValueError("keep_trunk needs letter mode: sampled replies are scored on tokens the decision "
+                             "loop generates one at a time")
+        head = None
+        if keep_trunk:
+            head = np.zeros((0, 0), np.float32) if prefix is None else prefix.trunk
+            if head is None:
+                raise ValueError("keep_trunk needs the prefix's trunk: Decider.prefill(..., keep_trunk=True)")
         # Sample mode stays one call: its generation loop streams every weight once per token.
         extra = max(len(r.branches.tokens) * r.branches.width for r in requests) if self.letter_mode else 0
         groups = inference.length_groups([len(s) for s in seqs], extra) if self.letter_mode else [np.arange(len(seqs))]
@@ -242,9 +264,12 @@ class Decider:
             index = np.zeros(rows, np.int32)
             index[: len(group)] = [requests[j].adapter for j in group]
             sub_keys = _pad_keys(keys[jnp.asarray(group)], rows)
-            call = self._letters if self.letter_mode else self._sample
-            done = call(base, bank, index, [requests[j] for j in group], [prompts[j] for j in group], tokens, mask,
-                        sub_keys, caches)
+            if self.letter_mode:
+                done = self._letters(base, bank, index, [requests[j] for j in group], [prompts[j] for j in group],
+                                     tokens, mask, sub_keys, caches, head)
+            else:
+                done = self._sample(base, bank, index, [requests[j] for j in group], [prompts[j] for j in group],
+                                    tokens, mask, sub_keys, caches)
             for j, o in zip(group, done):
                 out[j] = o
         return out
@@ -267,19 +292,28 @@ class Decider:
         return {"tokens": np.concatenate([tokens, block], axis=1), "mask": np.concatenate([mask, segments], axis=1),
                 "label_mask": label_mask, "end": end, "letters": letters, "menu_mask": menu_mask}
 
-    def _letters(self, base, bank, index, requests, prompts, tokens, mask, keys, caches):
+    def _letters(self, base, bank, index, requests, prompts, tokens, mask, keys, caches, head):
+        """`head`: None, or the prefix's trunk [S, D] (then each outcome keeps its trunk)."""
         branches = [r.branches for r in requests]
         inputs = self.letter_inputs([r.menu for r in requests], branches, tokens, mask)
+        width = inputs["label_mask"].shape[2]
         inputs = {name: x[:, None] for name, x in inputs.items()}  # one decision per row
-        state, action, logp = self.policy.decide(  # [rows, 1]
-            base, bank, *self.placement.split((index, inputs, keys)), caches)
+        state, action, logp, hidden = self.policy.decide(  # [rows, 1], hidden [rows, 1, T + L*W, D]
+            base, bank, *self.placement.split((index, inputs, keys)), caches, keep_trunk=head is not None)
+        t = tokens.shape[1]
         out = []
         for j, r in enumerate(requests):
             s, a = int(state[j, 0]), int(action[j, 0])
             b = branches[j]
             letter = r.menu[a].letter
+            trunk = None
+            if head is not None:  # the prefix's, then this row's prompt (no left padding), then each branch's tokens
+                rest = len(prompts[j]) - len(head)
+                parts = [head, hidden[j, 0, t - rest: t]]
+                parts += [hidden[j, 0, t + l * width: t + l * width + len(ids)] for l, ids in enumerate(b.tokens)]
+                trunk = np.concatenate([x.reshape(-1, hidden.shape[-1]) for x in parts])
             out.append(Outcome(a, prompts[j], list(b.tokens[s]) + self.letter_ids([letter]),
-                               format_reply(b.labels[s], letter), float(logp[j, 0]), True, s))
+                               format_reply(b.labels[s], letter), float(logp[j, 0]), True, s, trunk))
         return out
 
     def _sample(self, base, bank, index, requests, prompts, tokens, mask, keys, caches):
@@ -334,25 +368,27 @@ def _decision_keys(seed_keys: jax.Array, slot: jax.Array, rollout: jax.Array, ag
 
 def collect(game: Game, decider: Decider, base: Any, bank: Any, n_rollouts: int, key: jax.Array,
             seed: int, round_idx: int, progress: bool = False,
-            on_step: Callable[[Game], None] | None = None, episodes: list[int] | None = None) -> RolloutBatch:
+            on_step: Callable[[Game], None] | None = None, episodes: list[int] | None = None,
+            keep_trunk: bool = False) -> RolloutBatch:
     """Run `n_rollouts` joint episodes under the current bank (Algorithm 1, lines 2-5);
     `on_step(game)` runs after every env step (the evaluation recorder). `episodes` (default:
     `episode_seed(seed, round_idx, k)`, the training seeds) sets each episode's seed directly,
-    so held-out evaluation seeds (10000, 10001, ...) can run as one batch."""
+    so held-out evaluation seeds (10000, 10001, ...) can run as one batch. `keep_trunk`: each
+    decision keeps its frozen trunk for the update (`Decision.trunk`)."""
     n_adapters = jax.tree.leaves(bank)[0].shape[0]
     return collect_group(game, decider, base, bank, n_rollouts, key[None], [seed], round_idx, n_adapters,
-                         progress, on_step, episodes)[0]
+                         progress, on_step, episodes, keep_trunk)[0]
 
 
 def collect_group(game: Game, decider: Decider, base: Any, bank: Any, n_rollouts: int, keys: jax.Array,
                   seeds: list[int], round_idx: int, adapters_per_seed: int, progress: bool = False,
                   on_step: Callable[[Game], None] | None = None,
-                  episodes: list[int] | None = None) -> list[RolloutBatch]:
+                  episodes: list[int] | None = None, keep_trunk: bool = False) -> list[RolloutBatch]:
     """The K = `n_rollouts` joint episodes of every seed, stepped together (one batched backbone
     call per env step over all seeds' pending decisions); the game runs S x K episodes, `keys`
     [S] are the seeds' round keys and `bank` their S x `adapters_per_seed` adapters. Returns one
     `RolloutBatch` per seed, its rollouts numbered 0 .. K-1. `episodes` [S x K] overrides the
-    episode seeds (default `episode_seed(seed, round_idx, k)`)."""
+    episode seeds (default `episode_seed(seed, round_idx, k)`); `keep_trunk` as in `collect`."""
     cfg = decider.cfg
     n_seeds, n = len(seeds), game.n_agents
     total = n_seeds * n_rollouts
@@ -368,7 +404,7 @@ def collect_group(game: Game, decider: Decider, base: Any, bank: Any, n_rollouts
     decisions: list[list[Decision]] = [[] for _ in seeds]
     choices = np.zeros((total, n), np.int32)
     system = game.system_message()
-    prefix = decider.prefill(base, bank, system)  # once per adapter version: the bank is fixed until the update
+    prefix = decider.prefill(base, bank, system, keep_trunk)  # once per adapter version: the bank is fixed until the update
     bar = tqdm(range(game.horizon), desc=f"round {round_idx} rollouts", leave=False, disable=not progress)
     for t in bar:
         pending = np.argwhere(game.needs_decision())
@@ -391,14 +427,15 @@ def collect_group(game: Game, decider: Decider, base: Any, bank: Any, n_rollouts
             keys_t = _decision_keys(keys, jnp.asarray(slots, jnp.int32),
                                     jnp.asarray(pending[:, 0] % n_rollouts, jnp.int32),
                                     jnp.asarray(pending[:, 1], jnp.int32), jnp.int32(t))
-            results = decider.decide(base, bank, requests, keys_t, prefix)
+            results = decider.decide(base, bank, requests, keys_t, prefix, keep_trunk)
             for req, out in zip(requests, results):
                 item = req.menu[out.action]
                 choices[req.rollout, req.agent] = item.index
                 memories[req.rollout][req.agent].decided(item.opt)
                 slot, local = divmod(req.rollout, n_rollouts)
                 decisions[slot].append(Decision(local, req.agent, t, out.prompt_ids, out.reply_ids, out.reply,
-                                                req.menu, out.action, out.logp, out.parsed, req.branches, out.state))
+                                                req.menu, out.action, out.logp, out.parsed, req.branches, out.state,
+                                                out.trunk))
         reward = game.step(choices)
         if on_step is not None:
             on_step(game)
@@ -431,14 +468,17 @@ def decision_record(d: Decision, round_idx: int) -> dict:
 
 def update_inputs(decisions: list[Decision], policy: LetterPolicy | SamplePolicy, decider: Decider,
                   advantages: np.ndarray, n_groups: int, group_of: Callable[[Decision], int],
-                  minibatch_size: int, min_rows: int = 0, min_tokens: int = 0) -> tuple[dict, np.ndarray, np.ndarray]:
-    """Per-adapter padded decision arrays for the vmapped update.
+                  minibatch_size: int, min_rows: int = 0, min_tokens: int = 0) -> DecisionBatch:
+    """Per-adapter padded decision arrays for the vmapped update: a `DecisionBatch` of
+    [G, B, ...] leaves.
 
     Decisions are grouped by adapter (`group_of`: the agent, or 0 under a shared adapter),
     valid rows first, and padded to one length B (at least `min_rows`, a multiple of
     `minibatch_size`, rounded to a power of two of minibatches so rounds reuse compiled
-    programs) and one sequence length (at least `min_tokens`, on the `bucket` grid). Returns
-    (inputs pytree of [G, B, ...], advantage [G, B], valid [G, B]).
+    programs) and one sequence length (at least `min_tokens`, on the `bucket` grid). The old
+    log-prob of each decision is the one the rollout drew it with (`Decision.logp`). When every
+    decision kept its frozen trunk (`Decision.trunk`), the inputs carry it (`inputs["trunk"]`,
+    laid out as the tokens are) and the update does not recompute it.
     """
     groups: list[list[Decision]] = [[] for _ in range(n_groups)]
     for d in decisions:
@@ -449,17 +489,22 @@ def update_inputs(decisions: list[Decision], policy: LetterPolicy | SamplePolicy
     seqs = [[d.prompt_ids if is_letter else d.prompt_ids + d.reply_ids for d in g] for g in groups]
     length = inference.bucket(max(max((len(s) for g in seqs for s in g), default=1), min_tokens), 64)
     adv = np.zeros((n_groups, b), np.float32)
+    old = np.zeros((n_groups, b), np.float32)
     valid = np.zeros((n_groups, b), bool)
     shape = letter_shape([d.menu for d in decisions], [d.branches for d in decisions]) if is_letter else None
+    kept = is_letter and bool(decisions) and all(d.trunk is not None for d in decisions)
     per_group = []
     for gi, g in enumerate(groups):
         tokens, mask = inference.left_pad(seqs[gi], length, decider.pad_id, rows=b)
         adv[gi, : len(g)] = [advantages[d.rollout] for d in g]
+        old[gi, : len(g)] = [d.logp for d in g]
         valid[gi, : len(g)] = True
         if is_letter:
             one = decider.letter_inputs([d.menu for d in g], [d.branches for d in g], tokens, mask, shape)
             one["state"] = np.array([d.state for d in g] + [0] * (b - len(g)), np.int32)
             one["action"] = np.array([d.action for d in g] + [0] * (b - len(g)), np.int32)
+            if kept:
+                one["trunk"] = _trunk_rows(g, b, length, shape[1])
         else:
             one = {"tokens": tokens, "mask": mask, "reply_mask": np.zeros((b, length), bool)}
             for j, d in enumerate(g):
@@ -467,4 +512,25 @@ def update_inputs(decisions: list[Decision], policy: LetterPolicy | SamplePolicy
                     one["reply_mask"][j, length - len(d.reply_ids):] = True
         per_group.append(one)
     inputs = {name: np.stack([one[name] for one in per_group]) for name in per_group[0]}
-    return inputs, adv, valid
+    if kept:
+        inputs["trunk"] = Trunk(hidden=inputs["trunk"], extras={}, n_layers=policy.frozen_layers)
+    return DecisionBatch(inputs=inputs, advantage=adv, valid=valid, old_logp=old)
+
+
+def _trunk_rows(group: list[Decision], rows: int, length: int, width: int) -> np.ndarray:
+    """[rows, length + L*W, D] the kept trunks of `group` laid out as `letter_inputs` lays out
+    their tokens: each prompt left-padded to `length`, branch l's tokens from column
+    `length + l*W`; zeros on padding (which no real token attends to)."""
+    first = group[0]
+    n_labels, dim = len(first.branches.tokens), first.trunk.shape[-1]
+    out = np.zeros((rows, length + n_labels * width, dim), first.trunk.dtype)
+    for j, d in enumerate(group):
+        n = len(d.prompt_ids)
+        out[j, length - n: length] = d.trunk[:n]
+        at = n
+        for l, ids in enumerate(d.branches.tokens):
+            out[j, length + l * width: length + l * width + len(ids)] = d.trunk[at: at + len(ids)]
+            at += len(ids)
+        if at != len(d.trunk):
+            raise ValueError(f"a kept trunk has {len(d.trunk)} rows, its prompt and branches {at} tokens")
+    return out

@@ -47,7 +47,7 @@ from omjax.train.metrics import MetricsLog, plot_learning_curve, write_jsonl_ato
 from omjax.train.policy import LetterPolicy, SamplePolicy
 from omjax.train.sharding import Placement, device_bytes_limit, model_axis, staging_device, to_host
 from omjax.train.rollout import Decider, RolloutBatch, collect_group, decision_record, update_inputs
-from omjax.train.update import (DecisionBatch, UpdateSettings, active_minibatches, init_opt_state, make_bank_update,
+from omjax.train.update import (UpdateSettings, active_minibatches, init_opt_state, make_bank_update,
                                 make_optimizer)
 
 
@@ -169,6 +169,10 @@ class Trainer:
                                                                   cfg.policy.action_interface)
         self.decider = Decider(self.policy, self.model.tokenizer, cfg.policy)
         self.decider.placement = self.placement
+        self.keep_trunk = (cfg.train.reuse_trunk and cfg.train.train and self.decider.letter_mode
+                           and self.policy.keeps_trunk)
+        """Whether training rollouts hand each decision's frozen trunk to the update
+        (`train.reuse_trunk`, where the family and decision mode allow it)."""
         self.params = self.placement.base(self.model.params)
         """The frozen base on the devices (the model's own params on one device)."""
         t = cfg.train
@@ -235,7 +239,8 @@ class Trainer:
         bank = self.placement.bank(_stack([st.bank for st in states]))
         try:
             batches = collect_group(self.game, self.decider, self.params, bank, k,
-                                    jnp.stack([sp[1] for sp in splits]), self.seeds, r, a, progress=cfg.run.progress)
+                                    jnp.stack([sp[1] for sp in splits]), self.seeds, r, a, progress=cfg.run.progress,
+                                    keep_trunk=self.keep_trunk)
         except RolloutWorkerError as err:
             raise RolloutWorkerError(f"round {r} of the run with seed{'s' if n_seeds > 1 else ''} "
                                      f"{', '.join(map(str, self.seeds))}: {err}") from err
@@ -255,11 +260,12 @@ class Trainer:
             # s*K + k, its adapter row s*A + agent (s*A under a shared adapter).
             decisions = [dataclasses.replace(d, rollout=s * k + d.rollout)
                          for s, b in enumerate(batches) if will[s] for d in b.decisions]
-            inputs, adv_rows, valid = update_inputs(
+            dbatch = update_inputs(
                 decisions, self.policy, self.decider, np.concatenate(advs), n_seeds * a,
                 lambda d: (d.rollout // k) * a + (0 if shared else d.agent), cfg.train.minibatch_size,
                 cfg.train.update_rows, cfg.train.update_tokens)
-            dbatch = self.placement.split(DecisionBatch(inputs=inputs, advantage=adv_rows, valid=valid))
+            valid = dbatch.valid
+            dbatch = self.placement.split(dbatch)
             keys = jnp.concatenate([jax.random.split(sp[2], a) for sp in splits])
             active = active_minibatches(valid, cfg.train.minibatch_size)
             # In sequence every adapter of the bank reports each of its steps; vmapped, the bank

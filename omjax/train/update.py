@@ -58,6 +58,11 @@ class DecisionBatch:
     valid: jax.Array
     """[B] false on padding rows."""
 
+    old_logp: jax.Array | None = None
+    """[B] log-prob of each decision under the policy that collected it (the rollout's); None:
+    the update scores the batch under the adapter it starts from (the same numbers, one more
+    forward over every decision)."""
+
 
 @struct.dataclass
 class UpdateMetrics:
@@ -124,9 +129,11 @@ def make_agent_update(policy_fn: PolicyFn, optimizer: optax.GradientTransformati
     The batch length B must be a multiple of `settings.minibatch_size`; its valid rows come
     first. `n_active` (int32 [], default all) is how many leading minibatches hold valid rows:
     work on the others is skipped, so a batch padded to a fixed length for one compiled program
-    costs what its decisions need. Old and reference log-probs are computed inside, before the
-    first step, by the same policy function, so the ratio is exactly 1 and (for a fresh zero-B
-    adapter) the KL exactly 0 at the first step.
+    costs what its decisions need. Reference log-probs (and old ones when the batch does not
+    carry the rollout's, `DecisionBatch.old_logp`) are computed inside, before the first step,
+    by the same policy function, so (for a fresh zero-B adapter) the KL is exactly 0 at the
+    first step, and so is log(ratio) when the old log-probs are scored here (within float
+    rounding of the rollout's forward when they are the rollout's).
 
     `prepare_fn(base, inputs) -> inputs` runs once per update on every minibatch before
     anything else, without gradient: the place for work that neither the adapter nor the epoch
@@ -138,9 +145,9 @@ def make_agent_update(policy_fn: PolicyFn, optimizer: optax.GradientTransformati
     mb = settings.minibatch_size
     kl_fn = grpo.kl_exact if settings.kl_kind == "exact" else grpo.kl_k3
 
-    def loss_fn(lora, base, inputs, old, ref, advantage, valid):
+    def loss_fn(lora, base, inputs, old_logp, ref, advantage, valid):
         cur = policy_fn(base, lora, inputs)
-        surrogate, ratio, clipped = grpo.clipped_surrogate(cur.logp, old.logp, advantage, settings.clip_eps)
+        surrogate, ratio, clipped = grpo.clipped_surrogate(cur.logp, old_logp, advantage, settings.clip_eps)
         kl = kl_fn(cur.dist, ref.dist, cur.dist_mask)  # [mb]
         loss = grpo.masked_mean(surrogate, valid) + settings.kl_coef * grpo.masked_mean(kl, valid)
         stats = dict(
@@ -164,7 +171,8 @@ def make_agent_update(policy_fn: PolicyFn, optimizer: optax.GradientTransformati
             chunks = jax.lax.stop_gradient(_skippable_map(lambda x: prepare_fn(base, x), chunks, n_active))
         score = lambda lo: jax.lax.stop_gradient(
             _skippable_map(lambda x: policy_fn(base, lo, x), chunks, n_active))
-        inputs, old, ref = _unchunk(chunks), _unchunk(score(lora)), _unchunk(score(None))
+        inputs, ref = _unchunk(chunks), _unchunk(score(None))
+        old_logp = _unchunk(score(lora)).logp if batch.old_logp is None else batch.old_logp
 
         def epoch(carry, epoch_key):
             # Valid decisions first in a seed-drawn order, padding last, so padding fills whole
@@ -182,7 +190,7 @@ def make_agent_update(policy_fn: PolicyFn, optimizer: optax.GradientTransformati
                 take = lambda x: x[rows]
                 valid = batch.valid[rows]
                 (loss, stats), grads = grad_fn(
-                    lora, base, jax.tree.map(take, inputs), jax.tree.map(take, old), jax.tree.map(take, ref),
+                    lora, base, jax.tree.map(take, inputs), old_logp[rows], jax.tree.map(take, ref),
                     batch.advantage[rows], valid)
                 updates, new_opt = optimizer.update(grads, opt_state, lora)
                 new_lora = optax.apply_updates(lora, updates)

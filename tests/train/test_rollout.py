@@ -30,9 +30,13 @@ def test_update_inputs_group_by_agent_pad_and_mask(tiny_model):
     policy = LetterPolicy(tiny_model.family, tiny_model.config, 2.0, 1.0)
     decider = Decider(policy, tiny_model.tokenizer, PolicyConfig())
     adv = np.array([0.5, -0.5])
-    inputs, a, valid = update_inputs(decisions(), policy, decider, adv, 2, lambda d: d.agent, minibatch_size=2)
-    assert valid.tolist() == [[True, True, True, False], [True, False, False, False]]
-    assert a.tolist() == [[0.5, -0.5, -0.5, 0.0], [0.5, 0.0, 0.0, 0.0]]
+    batch = update_inputs(decisions(), policy, decider, adv, 2, lambda d: d.agent, minibatch_size=2)
+    inputs = batch.inputs
+    assert batch.valid.tolist() == [[True, True, True, False], [True, False, False, False]]
+    assert batch.advantage.tolist() == [[0.5, -0.5, -0.5, 0.0], [0.5, 0.0, 0.0, 0.0]]
+    # The old log-probs are the rollout's; no decision kept a trunk, so the update computes it.
+    assert np.allclose(batch.old_logp, [[-1.0, -1.2, -0.7, 0.0], [-0.5, 0.0, 0.0, 0.0]])
+    assert "trunk" not in inputs
     assert inputs["action"][0, :3].tolist() == [2, 1, 0] and inputs["state"][0, :3].tolist() == [1, 0, 0]
     assert inputs["menu_mask"][0, 1].sum() == 4 and inputs["menu_mask"][1, 0].sum() == 2
     # Left padding: each prompt ends where the branch block (2 branches x 4 tokens) starts.
@@ -43,8 +47,30 @@ def test_update_inputs_group_by_agent_pad_and_mask(tiny_model):
     assert inputs["mask"][0, 0, -block:].tolist() == [2, 2, 2, 0, 3, 3, 3, 3]
     assert inputs["label_mask"][0, 0].tolist() == [[True, False, False, False], [True, True, False, False]]
     assert inputs["end"][0, 0].tolist() == [2, 7]
-    shared, a1, v1 = update_inputs(decisions(), policy, decider, adv, 1, lambda d: 0, minibatch_size=2)
-    assert v1.sum() == 4 and shared["tokens"].shape[:2] == (1, 4)
+    shared = update_inputs(decisions(), policy, decider, adv, 1, lambda d: 0, minibatch_size=2)
+    assert shared.valid.sum() == 4 and shared.inputs["tokens"].shape[:2] == (1, 4)
+
+
+def test_kept_trunks_are_laid_out_as_their_tokens(tiny_model):
+    """Each decision's kept trunk rows land where `letter_inputs` puts its tokens: the prompt's
+    rows right-aligned before the branch block, each branch's rows at the start of its slot."""
+    policy = LetterPolicy(tiny_model.family, tiny_model.config, 2.0, 1.0, frozen_layers=1)
+    decider = Decider(policy, tiny_model.tokenizer, PolicyConfig())
+    rows = []
+    for j, d in enumerate(decisions()):
+        n = len(d.prompt_ids) + sum(len(t) for t in d.branches.tokens)
+        d.trunk = (100 * j + np.arange(n, dtype=np.float32))[:, None] * np.ones((1, 3), np.float32)  # [n, D=3]
+        rows.append(d)
+    batch = update_inputs(rows, policy, decider, np.array([0.5, -0.5]), 2, lambda d: d.agent, minibatch_size=2)
+    trunk = batch.inputs["trunk"]
+    assert trunk.n_layers == 1 and trunk.hidden.shape == batch.inputs["tokens"].shape + (3,)
+    h = trunk.hidden[..., 0]  # [G, B, T + 2*4]
+    block = 2 * 4
+    # Agent 0's first decision (decision 0): prompt [5, 6, 7] -> 0, 1, 2; branch "x" -> 3, 4, 5, "y z" -> 6..9.
+    assert h[0, 0, -block - 3:-block].tolist() == [0, 1, 2]
+    assert h[0, 0, -block:].tolist() == [3, 4, 5, 0, 6, 7, 8, 9]
+    assert (h[0, 0, :-block - 3] == 0).all() and (h[0, 3] == 0).all()  # left padding, padding row
+    assert h[1, 0, -block - 1:].tolist() == [200, 201, 202, 203, 0, 204, 205, 206, 207]  # agent 1: decision 2
 
 
 def test_batch_counts_and_call_ratio():
