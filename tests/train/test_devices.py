@@ -78,7 +78,7 @@ for name, devices, m in (("one", jax.devices()[:1], 1), ("2x2", jax.devices(), 2
     params = placement.base(model.params)
     policy, bank, rows, inputs, keys, n = gpu.decide_case(model, 2, 2, 16)
     bank = placement.bank(bank)
-    state, action, logp = policy.decide(params, bank, *placement.split((rows, inputs, keys)))
+    state, action, logp, _ = policy.decide(params, bank, *placement.split((rows, inputs, keys)))
     logits = forward(params, lora_lib.agent(bank, 1), tokens)
     results[name] = {"state": state[:n].tolist(), "action": action[:n].tolist(), "logp": logp[:n].tolist(),
                      "logits": np.asarray(logits).tolist(),
