@@ -1,0 +1,93 @@
+"""How much there is to learn in a game setting: scripted menu policies, no LLM.
+
+    python experiments/menu_policies.py                                   # AA and cramped_room, 100 steps
+    python experiments/menu_policies.py --layouts cramped_room --horizon 200 --episodes 64
+
+Each policy picks from the same menus the LLM sees (the shipped option library, guards and
+letter shuffle; the library the config's seed draws, as in `learning.py`): `uniform` picks any entry with equal probability (what a frozen base that reads
+letters, not labels, amounts to under per-decision shuffling); `no_idle` never picks `wait` or
+`drop_held` when anything else is offered, the simplest behaviour a policy could learn from the
+menu text. Episodes use the training-style seeds 0, 1, ... (never the held-out 10000+), so this
+sizes a setting before any held-out episode is played. Prints a table of real deliveries per
+episode (mean, 95 % bootstrap CI, share of episodes that deliver) and one JSON line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import common  # noqa: E402
+
+from omjax.config import load_config  # noqa: E402
+from omjax.eval.stats import bootstrap_ci  # noqa: E402
+from omjax.games.registry import make_game  # noqa: E402
+from omjax.options.libraries import resolve_library  # noqa: E402
+
+IDLE = ("wait", "drop_held")
+
+
+def pick(policy: str, menu, rng: np.random.Generator) -> int:
+    """Menu position chosen by a scripted policy."""
+    if policy == "uniform":
+        return int(rng.integers(len(menu)))
+    busy = [j for j, it in enumerate(menu) if it.opt not in IDLE]
+    return int(rng.choice(busy)) if busy else int(rng.integers(len(menu)))
+
+
+def play(game, policy: str, seeds: list[int]) -> np.ndarray:
+    """Team deliveries of one episode per seed, all episodes stepped together: [len(seeds)]."""
+    game.reset(seeds)
+    n = game.n_agents
+    letter_rngs = [[np.random.default_rng([s, i]) for i in range(n)] for s in seeds]
+    pick_rngs = [np.random.default_rng([s, 1 << 20]) for s in seeds]
+    choices = np.zeros((len(seeds), n), np.int32)
+    for _ in range(game.horizon):
+        for k, i in np.argwhere(game.needs_decision()):
+            menu = game.menu(int(k), int(i), letter_rngs[k][i])
+            choices[k, i] = menu[pick(policy, menu, pick_rngs[k])].index
+        game.step(choices)
+    return game.agent_returns().sum(axis=1)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--layouts", nargs="+", default=["asymmetric_advantages", "cramped_room"])
+    parser.add_argument("--horizon", type=int, default=100)
+    parser.add_argument("--episodes", type=int, default=32)
+    parser.add_argument("--policies", nargs="+", default=["uniform", "no_idle"], choices=["uniform", "no_idle"])
+    args = parser.parse_args(argv)
+    if args.episodes < 2:
+        raise SystemExit(f"--episodes must be >= 2 (a bootstrap CI needs them), got {args.episodes}")
+    rows = []
+    print("| layout | horizon | policy | episodes | deliveries (mean) | 95 % CI | episodes delivering | s |")
+    print("|---|---|---|---|---|---|---|---|")
+    for layout in args.layouts:
+        # The library the learning runs play: the one the config's seed (0) draws.
+        cfg = resolve_library(load_config(common.CONFIGS / "quickstart_overcooked_smollm2.yaml",
+                                          [f"env.layout={layout}", f"env.horizon={args.horizon}"]))
+        game = make_game(cfg.env, cfg.policy.action_interface)
+        for policy in args.policies:
+            t0 = time.time()
+            units = play(game, policy, list(range(args.episodes)))
+            ci = bootstrap_ci(units.tolist())
+            row = {"layout": layout, "horizon": args.horizon, "policy": policy, "episodes": args.episodes,
+                   "deliveries_mean": ci.mean, "ci95": [ci.low, ci.high],
+                   "delivering": float(np.mean(units > 0)), "seconds": time.time() - t0}
+            rows.append(row)
+            print(f"| {layout} | {args.horizon} | {policy} | {args.episodes} | {ci.mean:.2f} | "
+                  f"[{ci.low:.2f}, {ci.high:.2f}] | {row['delivering']:.0%} | {row['seconds']:.0f} |", flush=True)
+        game.close()
+    print(json.dumps({"experiment": "menu_policies", "rows": rows}))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
