@@ -4,6 +4,7 @@ import json
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 EXPERIMENTS = Path(__file__).resolve().parents[2] / "experiments"
@@ -110,3 +111,18 @@ def test_learning_trains_evaluates_frozen_and_trained_and_reports(tiny_model_dir
     stamp = (out / "frozen" / "eval.jsonl").stat().st_mtime
     assert learning.main(args) == 0
     assert (out / "frozen" / "eval.jsonl").stat().st_mtime == stamp
+
+
+def test_menu_policies_plays_the_real_menus_and_no_idle_skips_idle_options(capsys):
+    import menu_policies
+    from omjax.options.menu import MenuItem
+
+    menu = [MenuItem(chr(65 + j), j, opt, None, opt) for j, opt in enumerate(["wait", "pick_onion", "drop_held"])]
+    rng = np.random.default_rng(0)
+    assert {menu_policies.pick("no_idle", menu, rng) for _ in range(50)} == {1}
+    assert {menu_policies.pick("uniform", menu, rng) for _ in range(50)} == {0, 1, 2}
+    assert menu_policies.pick("no_idle", menu[:1], rng) == 0  # nothing else offered: idle it is
+    assert menu_policies.main(["--layouts", "asymmetric_advantages", "--horizon", "12", "--episodes", "2"]) == 0
+    result = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert [(r["policy"], r["episodes"]) for r in result["rows"]] == [("uniform", 2), ("no_idle", 2)]
+    assert all(r["deliveries_mean"] >= 0 and 0 <= r["delivering"] <= 1 for r in result["rows"])
