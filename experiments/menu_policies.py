@@ -4,12 +4,13 @@
     python experiments/menu_policies.py --layouts cramped_room --horizon 200 --episodes 64
 
 Each policy picks from the same menus the LLM sees (the shipped option library, guards and
-letter shuffle; the library the config's seed draws, as in `learning.py`): `uniform` picks any entry with equal probability (what a frozen base that reads
-letters, not labels, amounts to under per-decision shuffling); `no_idle` never picks `wait` or
-`drop_held` when anything else is offered, the simplest behaviour a policy could learn from the
-menu text. Episodes use the training-style seeds 0, 1, ... (never the held-out 10000+), so this
-sizes a setting before any held-out episode is played. Prints a table of real deliveries per
-episode (mean, 95 % bootstrap CI, share of episodes that deliver) and one JSON line.
+letter shuffle; the library the config's seed draws, as in `learning.py`): `uniform` picks any
+entry with equal probability (what a frozen base that reads letters, not labels, amounts to
+under per-decision shuffling); `no_idle` never picks `wait` or `drop_held` when anything else is
+offered, the simplest behaviour a policy could learn from the menu text. Episodes use the
+training-style seeds 0, 1, ... (never the held-out 10000+), so this sizes a setting before any
+held-out episode is played. Prints a table of real deliveries per episode (mean, 95 % bootstrap
+CI, share of episodes that deliver) and one JSON line.
 """
 
 from __future__ import annotations

@@ -404,7 +404,8 @@ def collect_group(game: Game, decider: Decider, base: Any, bank: Any, n_rollouts
     decisions: list[list[Decision]] = [[] for _ in seeds]
     choices = np.zeros((total, n), np.int32)
     system = game.system_message()
-    prefix = decider.prefill(base, bank, system, keep_trunk)  # once per adapter version: the bank is fixed until the update
+    # Once per adapter version: the bank is fixed until the update.
+    prefix = decider.prefill(base, bank, system, keep_trunk)
     bar = tqdm(range(game.horizon), desc=f"round {round_idx} rollouts", leave=False, disable=not progress)
     for t in bar:
         pending = np.argwhere(game.needs_decision())
