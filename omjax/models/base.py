@@ -142,22 +142,48 @@ def apply_rope(x: jax.Array, cos: jax.Array, sin: jax.Array) -> jax.Array:
 # --------------------------------------------------------------------------- attention
 
 
+QUERY_BLOCK = 64
+"""Queries per block of `attention` (64 measured best on SmolLM2's prefill shapes, 2-core CPU)."""
+
+
 def attention(q: jax.Array, k: jax.Array, v: jax.Array, mask: jax.Array, *, scale: float,
               softcap: float | None = None) -> jax.Array:
-    """Grouped-query attention.
+    """Causal grouped-query attention, in blocks of `QUERY_BLOCK` queries.
 
     q: [B, T, Hq, Dh]; k, v: [B, S, Hkv, Dh(v)]; mask: [B, T, S] bool (True = may attend).
     Returns [B, T, Hq, Dv]. Scores and softmax run in f32.
+
+    The mask must be causal in slot order with the T queries in the last T slots or earlier
+    (query t at slot <= S - T + t: a chunk written into a cache at `write_index`, or S = T
+    without one), which every caller's `Context.mask` is. Then no key slot after
+    S - T + (block end) is visible to a block, so each block scores only the keys before it:
+    the masked upper triangle is never computed, and each block's [B, K, 64 G, S'] scores stay
+    small enough to be reused from cache (SmolLM2, 8 x 768 queries on 889 keys: 0.36 s -> 0.16 s
+    a layer, outputs within 2e-7). The result equals one pass over all keys up to float
+    rounding: the skipped keys have probability exactly 0 there.
     """
+    t, s_len = q.shape[1], k.shape[1]
+    if q.shape[2] % k.shape[2]:
+        raise ValueError(f"{q.shape[2]} query heads are not a multiple of {k.shape[2]} key/value heads")
+    outs = []
+    for lo in range(0, t, QUERY_BLOCK):
+        hi = min(lo + QUERY_BLOCK, t)
+        end = s_len - t + hi                                                # keys visible to the block
+        outs.append(_attention_block(q[:, lo:hi], k[:, :end], v[:, :end], mask[:, lo:hi, :end], scale,
+                                     softcap))
+    return outs[0] if len(outs) == 1 else jnp.concatenate(outs, axis=1)
+
+
+def _attention_block(q, k, v, mask, scale, softcap):
+    """One query block: q [B, c, Hq, Dh], k/v [B, S', Hkv, Dh(v)], mask [B, c, S'] -> [B, c, Hq, Dv]."""
     b, t, hq, dh = q.shape
-    hkv = k.shape[2]
-    if hq % hkv:
-        raise ValueError(f"{hq} query heads are not a multiple of {hkv} key/value heads")
-    g, s_len, dv = hq // hkv, k.shape[1], v.shape[-1]
+    hkv, s_len, dv = k.shape[2], k.shape[1], v.shape[-1]
+    g = hq // hkv
     # Heads-major operands ([B, K, T*G, Dh] against [B, K, S, Dh]) make both products plain
     # batched matmuls, so only q, k, v and the output are transposed, never the [T, S]
     # probabilities (the einsum over [B, T, K, G, Dh] made XLA:CPU transpose them in every
-    # layer, which doubled the cost of attention).
+    # layer, which doubled the cost of attention). Transposing each block's own slice measured
+    # 10-20 % faster than slicing one transposed copy.
     qh = q.reshape(b, t, hkv, g, dh).transpose(0, 2, 1, 3, 4).reshape(b, hkv, t * g, dh)
     kh, vh = k.transpose(0, 2, 1, 3), v.transpose(0, 2, 1, 3)              # [B, K, S, Dh]
     s = jnp.einsum("bkmd,bksd->bkms", qh, kh,

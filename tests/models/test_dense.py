@@ -206,6 +206,28 @@ def test_cached_prefix_and_greedy_generation_match_pytorch(tiny_qwen3):
         assert got == ref
 
 
+def test_long_chunks_after_a_cached_prefix_match_pytorch_at_every_position(tiny_qwen3):
+    """Suffixes longer than several attention query blocks (`base.QUERY_BLOCK`), left-padded
+    to each other, through a cache: every real position's logits equal transformers'."""
+    from omjax.models import base
+
+    model, path = tiny_qwen3
+    m = load(path, dtype=jnp.float32, with_tokenizer=False)
+    rng = np.random.RandomState(5)
+    prefix = rng.randint(0, V, 20).tolist()
+    lengths = (2 * base.QUERY_BLOCK + 22, base.QUERY_BLOCK + 3)
+    prompts = [prefix + rng.randint(0, V, n).tolist() for n in lengths]
+    pt, pm = inference.prefix_arrays(prefix)
+    pc = inference.prefill(m.family, m.params, m.config, jnp.asarray(pt), jnp.asarray(pm))
+    suffix_tokens, suffix_mask = inference.left_pad([p[len(prefix):] for p in prompts])
+    cache = inference.extend_for(pc, 2, suffix_tokens.shape[1])
+    ours, _ = m.family.forward(m.params, m.config, jnp.asarray(suffix_tokens),
+                               attention_mask=jnp.asarray(suffix_mask), cache=cache)
+    for i, prompt in enumerate(prompts):
+        ref = _torch_logits(model, np.asarray([prompt]), np.ones((1, len(prompt)), np.int32))[0, len(prefix):]
+        np.testing.assert_allclose(np.asarray(ours)[i, -lengths[i]:], ref, atol=1e-4, rtol=0)
+
+
 def test_top_p_sampling_keeps_only_the_nucleus():
     logits = jnp.log(jnp.asarray([[0.5, 0.3, 0.15, 0.05]] * 512))
     keys = jax.random.split(jax.random.PRNGKey(0), 1)
