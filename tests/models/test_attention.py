@@ -69,4 +69,3 @@ def test_head_mismatch_is_a_clear_error():
     q, k, v, mask, _ = _chunk(t=10, hq=3, hkv=2)
     with pytest.raises(ValueError, match="3 query heads are not a multiple of 2"):
         base.attention(q, k, v, mask, scale=1.0)
-
