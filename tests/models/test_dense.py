@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from omjax.config import LORA_TARGETS, LoRAConfig
-from omjax.models import family, inference, load, lora
+from omjax.models import base, family, inference, load, lora
 from omjax.models.loader import read_snapshot
 
 jax.config.update("jax_default_matmul_precision", "highest")
@@ -209,8 +209,6 @@ def test_cached_prefix_and_greedy_generation_match_pytorch(tiny_qwen3):
 def test_long_chunks_after_a_cached_prefix_match_pytorch_at_every_position(tiny_qwen3):
     """Suffixes longer than several attention query blocks (`base.QUERY_BLOCK`), left-padded
     to each other, through a cache: every real position's logits equal transformers'."""
-    from omjax.models import base
-
     model, path = tiny_qwen3
     m = load(path, dtype=jnp.float32, with_tokenizer=False)
     rng = np.random.RandomState(5)
