@@ -234,29 +234,17 @@ def smollm2():
     return load("smollm2-135m", dtype=jnp.float32)
 
 
-SPECIALISE_STOP, SPECIALISE_MAX_ROUNDS = 0.9, 40
-"""The specialisation run's budget (session 9, set after its 16-round run stopped short of 0.8 on
-the held-out menus, 0.798 / 0.733, with both still rising): train until every agent is paid in at
-least 90 % of a round's 32 training rollouts (its on-policy rate on the training menus: training
-data only), at most 40 rounds; the held-out menus are scored once, after the last round."""
-
-
-def train_smollm2_bandit(model, tmp_path, paying, rounds=SMOLLM2_ROUNDS, stop_at=None):
+def train_smollm2_bandit(model, tmp_path, paying):
     """Two agents, per-agent adapters, one decision per episode among four options at letters
     shuffled per decision (even permutations only); returns each adapter's option
-    probabilities on the twelve held-out (odd) menus before and after `rounds` rounds (fewer
-    once every agent's pay rate in a round's training rollouts reaches `stop_at`)."""
+    probabilities on the twelve held-out (odd) menus before and after SMOLLM2_ROUNDS rounds."""
     cfg = load_config(None, [*SMOLLM2_SETTING, f"run.out_dir={tmp_path}"])
     trainer = Trainer(cfg, model=model, game=MenuBandit(2, 1, shuffle=True, paying=paying))
     held_out = [menu_of(order) for order in HELD_OUT_ORDERS]
     state = trainer.init_state()
     before = option_probabilities(trainer, state.bank, held_out)
-    for r in range(rounds):
+    for _ in range(SMOLLM2_ROUNDS):
         state, _, _ = trainer.round(state)
-        paid = trainer.game.agent_returns().mean(axis=0)  # [A] fraction of the K rollouts paid
-        print(f"round {r}: training pay rate per agent {paid.round(3)}")
-        if stop_at is not None and np.all(paid >= stop_at):
-            break
     after = option_probabilities(trainer, state.bank, held_out)
     print(f"paying {paying}: held-out option probabilities {OPTIONS}\n"
           f"before\n{before.round(3)}\nafter\n{after.round(3)}")
@@ -274,8 +262,10 @@ def test_smollm2_learns_the_paying_option_at_held_out_letters(smollm2, tmp_path)
 @pytest.mark.xfail(reason="the 16-round run (session 7, 10 min) specialised but stopped short of 0.8: "
                           "agent 0 P(pay) 0.25 -> 0.798, agent 1 P(pick) 0.25 -> 0.733 (each gives the other's "
                           "option 0.07); the shared team return credits each agent's choice more noisily than "
-                          "when both are paid for one option", strict=False)
+                          "when both are paid for one option. A 40-round rerun (session 9, budget set after "
+                          "that result) did not pass either: agent 1 0.998, agent 0 peaked at a 0.97 training "
+                          "pay rate in round 12, then fell back to 0.25 on every option", strict=False)
 def test_smollm2_per_agent_adapters_specialise(smollm2, tmp_path):
-    before, after = train_smollm2_bandit(smollm2, tmp_path, ("pay", "pick"), SPECIALISE_MAX_ROUNDS, SPECIALISE_STOP)
+    before, after = train_smollm2_bandit(smollm2, tmp_path, ("pay", "pick"))
     assert np.all(before[[0, 1], [PAY, PICK]] < 0.35), before
     assert np.all(after[[0, 1], [PAY, PICK]] >= 0.8), (before, after)
