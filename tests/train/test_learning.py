@@ -264,8 +264,8 @@ def test_smollm2_learns_the_paying_option_at_held_out_letters(smollm2, tmp_path)
                           "option 0.07); the shared team return credits each agent's choice more noisily than "
                           "when both are paid for one option. A 40-round rerun (session 9, budget set after "
                           "that result) did not pass either: agent 1 0.998, agent 0 peaked at a 0.97 training "
-                          "pay rate in round 12, then drifted back to one letter (0.25 on every option over the held-out "
-                          "orderings)", strict=False)
+                          "pay rate in round 12, then drifted back to one letter (0.25 on every option over "
+                          "the held-out orderings)", strict=False)
 def test_smollm2_per_agent_adapters_specialise(smollm2, tmp_path):
     before, after = train_smollm2_bandit(smollm2, tmp_path, ("pay", "pick"))
     assert np.all(before[[0, 1], [PAY, PICK]] < 0.35), before
