@@ -61,6 +61,9 @@ class Setting:
     eval_episodes: int
     eval_batch: int
     """Held-out episodes played together in one batched rollout."""
+    eval_overrides: tuple[str, ...] = ()
+    """Applied on top of `overrides` for the held-out episodes only (e.g. a longer horizon than
+    the training episodes'); the frozen base and every variant are evaluated under them."""
 
 
 SETTINGS = {
@@ -95,6 +98,29 @@ SETTINGS = {
          "train.rounds=7", "train.epochs=1", "train.kl_coef=0.01", "train.update_rows=0", "train.update_tokens=0",
          "policy.temperature=1.0", "run.progress=false"),
         "deliveries", eval_episodes=12, eval_batch=12),
+    # The third setting (session 10), chosen from the two above's training data and from scripted
+    # menu policies on training-style seeds (never a held-out episode): GRPO credits every decision
+    # of an episode with its one team return, so the signal a decision gets shrinks with the
+    # number of decisions in the episode. Under uniform menu picks on AA (128 episodes, seeds
+    # 0-127, progress bonus), the cohort gradient's signal-to-noise along "avoid wait/drop_held"
+    # per 1,000 decisions is 27x higher at horizon 20 than at 100 (SNR^2: 3.6 vs 0.13, K = 8).
+    # So training episodes are 20 steps (K = 8, ~8 decisions per agent each) and the held-out
+    # episodes are 150 steps, long enough that a policy which has only partly learnt to skip
+    # the idle options delivers (scripted: idle picked at 1/4 the weight of the rest -> 0.33
+    # soups, 28 % of episodes; uniform -> 0.08, 8 %). The bandit's optimiser setting (lr 2e-3,
+    # rank 16 on q,k,v,o of the top 8 layers, ~9 Adam steps per agent per round), 1 epoch,
+    # kl_coef 0.01. Sized from a 2-round pilot of this training setting (training seeds only):
+    # a round is ~66 s of rollouts + ~150 s of update (with prompts padded to 512 tokens, not
+    # 768), and rollouts run ~1.8 decisions/s, so 10 rounds and two 16-episode evaluations of
+    # ~18 min each fit 90 min. With 0 deliveries for the frozen base, 4 delivering episodes of
+    # 16 give p < 0.05.
+    "overcooked_h20": Setting(
+        "quickstart_overcooked_smollm2.yaml",
+        ("env.layout=asymmetric_advantages", "env.horizon=20", "env.reward_shaping=1.0", "lora.rank=16",
+         "lora.alpha=32", "lora.targets=q,k,v,o", "lora.top_layers=8", "train.lr=2e-3", "train.rollouts=8",
+         "train.rounds=10", "train.epochs=1", "train.kl_coef=0.01", "train.update_rows=128",
+         "train.update_tokens=512", "policy.temperature=1.0", "run.progress=false"),
+        "deliveries", eval_episodes=16, eval_batch=16, eval_overrides=("env.horizon=150",)),
     # Seven agents, 8-step episodes (the quick-start's): rounds take minutes, so few of them.
     "cleanup": Setting(
         "quickstart_cleanup_smollm2.yaml",
@@ -184,7 +210,7 @@ def evaluate(trainer: Trainer, bank, seeds: list[int], batch: int) -> list[dict]
         for k, seed in enumerate(chunk):
             mine = [d for d in rollouts.decisions if d.rollout == k]
             out.append({
-                "seed": seed, "units": float(units[k].sum()), "agent_units": units[k].tolist(),
+                "seed": seed, "horizon": game.horizon, "units": float(units[k].sum()), "agent_units": units[k].tolist(),
                 "shaped_return": float(rollouts.returns[k]),
                 "patches_alive": None if patches is None else int(patches[k]),
                 "choices": [{"aid": d.agent, "opt": d.menu[d.action].opt} for d in mine],
@@ -230,6 +256,7 @@ def report(game: str, setting: Setting, rows: dict[str, dict], tests: dict[str, 
     for name, t in tests.items():
         lines.append(f"| {name} vs frozen | {t['u']:.1f} | {t['p']:.4f} | {t['effect']:.2f} |")
     lines += ["", "Settings: " + " ".join(setting.overrides), "",
+              "Held-out episodes also: " + (" ".join(setting.eval_overrides) or "(none)"), "",
               "Wall time (s, this machine, shared): " + ", ".join(f"{k} {v:.0f}" for k, v in times.items())]
     return "\n".join(lines) + "\n"
 
@@ -264,6 +291,9 @@ def main(argv: list[str] | None = None) -> int:
                 continue
             run = None
         else:
+            eval_cfg = load_config(common.CONFIGS / setting.config,
+                                   [*setting.overrides, *VARIANTS.get(name, ()), *setting.eval_overrides,
+                                    *args.overrides, f"run.out_dir={root / name}"])
             trainer = Trainer(cfg, model=model)
             model = trainer.model
             t0 = time.time()
@@ -273,6 +303,9 @@ def main(argv: list[str] | None = None) -> int:
                 bank = train(trainer, root / name)[0]
                 times[f"{name} train"] = time.time() - t0
             t0 = time.time()
+            if eval_cfg != cfg:  # the held-out episodes' own game (same model, same adapter shapes)
+                trainer.game.close()
+                trainer = Trainer(eval_cfg, model=model)
             run = lambda: evaluate(trainer, bank, seeds, setting.eval_batch)
         episodes_of[name] = evaluated(path, run)
         if run is not None:
@@ -285,7 +318,8 @@ def main(argv: list[str] | None = None) -> int:
     text = report(args.game, setting, rows, tests, times)
     common.write_text(root / "report.md", text)
     (root / "summary.json").write_text(json.dumps({"policies": rows, "tests": tests, "wall_s": times,
-                                                   "settings": list(setting.overrides)}, indent=1))
+                                                   "settings": list(setting.overrides),
+                                                   "eval_overrides": list(setting.eval_overrides)}, indent=1))
     print(text)
     return 0
 

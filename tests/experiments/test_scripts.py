@@ -1,5 +1,6 @@
 """Tiny-budget smoke runs of the experiment scripts (a random 2-layer model, 2-3 step episodes)."""
 
+import dataclasses
 import json
 import sys
 from pathlib import Path
@@ -111,6 +112,27 @@ def test_learning_trains_evaluates_frozen_and_trained_and_reports(tiny_model_dir
     stamp = (out / "frozen" / "eval.jsonl").stat().st_mtime
     assert learning.main(args) == 0
     assert (out / "frozen" / "eval.jsonl").stat().st_mtime == stamp
+
+
+def test_learning_evaluates_under_the_settings_eval_overrides(tiny_model_dir, tmp_path, monkeypatch):
+    """A setting whose held-out episodes are longer than its training episodes (overcooked_h20)."""
+    import learning
+
+    setting = learning.SETTINGS["overcooked_h20"]
+    assert "env.horizon=20" in setting.overrides and setting.eval_overrides == ("env.horizon=150",)
+    short = dataclasses.replace(setting, overrides=(*setting.overrides, "env.horizon=3"),
+                                eval_overrides=("env.horizon=5",), eval_batch=2)
+    monkeypatch.setitem(learning.SETTINGS, "overcooked_h20", short)
+    args = [a for a in tiny(tiny_model_dir) if not a.startswith("env.horizon=")]
+    assert learning.main(["--cpu", "--game", "overcooked_h20", "--root", str(tmp_path), "--episodes", "2", *args]) == 0
+    out = tmp_path / "overcooked_h20"
+    assert "horizon: 3" in (out / "per_agent" / "config.yaml").read_text()  # trained on 3-step episodes
+    for name in ("frozen", "per_agent"):
+        episodes = [json.loads(line) for line in (out / name / "eval.jsonl").read_text().splitlines()]
+        assert [(e["seed"], e["horizon"]) for e in episodes] == [(10000, 5), (10001, 5)]  # held out at 5
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["eval_overrides"] == ["env.horizon=5"]
+    assert "Held-out episodes also: env.horizon=5" in (out / "report.md").read_text()
 
 
 def test_menu_policies_plays_the_real_menus_and_no_idle_skips_idle_options(capsys):
