@@ -90,32 +90,9 @@ def test_solo_flip_smoke(tiny_model_dir, tmp_path):
     assert (tmp_path / "solo_flip" / "solo_flip.png").is_file()
 
 
-def test_learning_trains_evaluates_frozen_and_trained_and_reports(tiny_model_dir, tmp_path):
-    import learning
-
-    args = ["--cpu", "--root", str(tmp_path), "--episodes", "2", *tiny(tiny_model_dir), "env.horizon=3"]
-    assert learning.main(args) == 0
-    out = tmp_path / "overcooked"
-    summary = json.loads((out / "summary.json").read_text())
-    assert set(summary["policies"]) == {"frozen", "per_agent"}
-    for name, row in summary["policies"].items():
-        episodes = [json.loads(line) for line in (out / name / "eval.jsonl").read_text().splitlines()]
-        assert [e["seed"] for e in episodes] == [10000, 10001]
-        assert row["deliveries_per_episode"] == [e["units"] for e in episodes]
-        assert (out / f"macro_{name}.png").stat().st_size > 0
-    assert 0.0 <= summary["tests"]["per_agent"]["p"] <= 1.0
-    rows = [json.loads(line) for line in (out / "per_agent" / "metrics.jsonl").read_text().splitlines()]
-    assert len(rows) == 1 and len(rows[0]["units"]) == 2
-    assert (out / "per_agent" / "learning_curve.png").stat().st_size > 0
-    assert "| per_agent vs frozen |" in (out / "report.md").read_text()
-    # A second call plays nothing new: the finished evaluations are read back.
-    stamp = (out / "frozen" / "eval.jsonl").stat().st_mtime
-    assert learning.main(args) == 0
-    assert (out / "frozen" / "eval.jsonl").stat().st_mtime == stamp
-
-
-def test_learning_evaluates_under_the_settings_eval_overrides(tiny_model_dir, tmp_path, monkeypatch):
-    """A setting whose held-out episodes are longer than its training episodes (overcooked_h20)."""
+def test_learning_trains_evaluates_frozen_and_trained_and_reports(tiny_model_dir, tmp_path, monkeypatch):
+    """The overcooked_h20 setting, shortened: trains on 3-step episodes, holds out 5-step ones
+    (its `eval_overrides`), reports, and a second call plays nothing new."""
     import learning
 
     setting = learning.SETTINGS["overcooked_h20"]
@@ -123,16 +100,29 @@ def test_learning_evaluates_under_the_settings_eval_overrides(tiny_model_dir, tm
     short = dataclasses.replace(setting, overrides=(*setting.overrides, "env.horizon=3"),
                                 eval_overrides=("env.horizon=5",), eval_batch=2)
     monkeypatch.setitem(learning.SETTINGS, "overcooked_h20", short)
-    args = [a for a in tiny(tiny_model_dir) if not a.startswith("env.horizon=")]
-    assert learning.main(["--cpu", "--game", "overcooked_h20", "--root", str(tmp_path), "--episodes", "2", *args]) == 0
+    tiny_args = [a for a in tiny(tiny_model_dir) if not a.startswith("env.horizon=")]
+    args = ["--cpu", "--game", "overcooked_h20", "--root", str(tmp_path), "--episodes", "2", *tiny_args]
+    assert learning.main(args) == 0
     out = tmp_path / "overcooked_h20"
     assert "horizon: 3" in (out / "per_agent" / "config.yaml").read_text()  # trained on 3-step episodes
-    for name in ("frozen", "per_agent"):
+    summary = json.loads((out / "summary.json").read_text())
+    assert set(summary["policies"]) == {"frozen", "per_agent"}
+    for name, row in summary["policies"].items():
         episodes = [json.loads(line) for line in (out / name / "eval.jsonl").read_text().splitlines()]
         assert [(e["seed"], e["horizon"]) for e in episodes] == [(10000, 5), (10001, 5)]  # held out at 5
-    summary = json.loads((out / "summary.json").read_text())
+        assert row["deliveries_per_episode"] == [e["units"] for e in episodes]
+        assert (out / f"macro_{name}.png").stat().st_size > 0
+    assert 0.0 <= summary["tests"]["per_agent"]["p"] <= 1.0
     assert summary["eval_overrides"] == ["env.horizon=5"]
-    assert "Held-out episodes also: env.horizon=5" in (out / "report.md").read_text()
+    rows = [json.loads(line) for line in (out / "per_agent" / "metrics.jsonl").read_text().splitlines()]
+    assert len(rows) == 1 and len(rows[0]["units"]) == 2
+    assert (out / "per_agent" / "learning_curve.png").stat().st_size > 0
+    report = (out / "report.md").read_text()
+    assert "| per_agent vs frozen |" in report and "Held-out episodes also: env.horizon=5" in report
+    # A second call plays nothing new: the finished evaluations are read back.
+    stamp = (out / "frozen" / "eval.jsonl").stat().st_mtime
+    assert learning.main(args) == 0
+    assert (out / "frozen" / "eval.jsonl").stat().st_mtime == stamp
 
 
 def test_menu_policies_plays_the_real_menus_and_no_idle_skips_idle_options(capsys):
