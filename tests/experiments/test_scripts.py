@@ -138,3 +138,16 @@ def test_menu_policies_plays_the_real_menus_and_no_idle_skips_idle_options(capsy
     result = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert [(r["policy"], r["episodes"]) for r in result["rows"]] == [("uniform", 2), ("no_idle", 2)]
     assert all(r["deliveries_mean"] >= 0 and 0 <= r["delivering"] <= 1 for r in result["rows"])
+
+
+def test_credit_snr_scores_idle_picks_and_reports_per_horizon(capsys):
+    import credit_snr
+
+    assert credit_snr.cohort_snr(np.array([1.0, 1.0, 1.0]), np.array([1.0, -1.0, 0.0]), 2, 20,
+                                 np.random.default_rng(0)) == 0.0  # no spread in any cohort: no signal
+    ret, score = np.array([0.0, 1.0, 2.0, 3.0]), np.array([3.0, 2.0, 1.0, 0.0])
+    assert credit_snr.cohort_snr(ret, score, 2, 200, np.random.default_rng(0)) < 0  # idle picks pay less
+    assert credit_snr.main(["--horizons", "4", "6", "--episodes", "8", "--rollouts", "2", "4", "--draws", "50"]) == 0
+    result = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert [(r["horizon"], r["K"]) for r in result["rows"]] == [(4, 2), (4, 4), (6, 2), (6, 4)]
+    assert all(r["decisions_per_episode"] > 0 and r["snr2_per_1000_decisions"] >= 0 for r in result["rows"])
