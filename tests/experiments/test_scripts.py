@@ -151,3 +151,20 @@ def test_credit_snr_scores_idle_picks_and_reports_per_horizon(capsys):
     result = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert [(r["horizon"], r["K"]) for r in result["rows"]] == [(4, 2), (4, 4), (6, 2), (6, 4)]
     assert all(r["decisions_per_episode"] > 0 and r["snr2_per_1000_decisions"] >= 0 for r in result["rows"])
+
+
+def test_idle_picks_compares_each_rounds_idle_share_with_uniform_picks(tmp_path, capsys):
+    import idle_picks
+
+    menu = [{"letter": "A", "option": "wait"}, {"letter": "B", "option": "pick_onion"}]
+    records = [{"round": 0, "agent": 0, "option": "wait", "letter": "A", "menu": menu},
+               {"round": 0, "agent": 0, "option": "wait", "letter": "B", "menu": menu},
+               {"round": 0, "agent": 1, "option": "pick_onion", "letter": "A", "menu": menu[::-1]}]
+    (tmp_path / "decisions").mkdir()
+    (tmp_path / "decisions" / "round_0000.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    assert idle_picks.main([str(tmp_path)]) == 0
+    rows = json.loads(capsys.readouterr().out.strip().splitlines()[-1])["rows"]
+    assert [(r["agent"], r["decisions"], r["idle"], r["idle_if_uniform"]) for r in rows] == [(0, 2, 1.0, 0.5), (1, 1, 0.0, 0.5)]
+    assert rows[0]["top_letter_share"] == 0.5
+    with pytest.raises(SystemExit, match="no decision records"):
+        idle_picks.main([str(tmp_path / "missing")])
