@@ -3,6 +3,7 @@
     python experiments/learning.py --cpu                               # Overcooked AA, per-agent adapters
     python experiments/learning.py --cpu --variants per_agent shared_lora
     python experiments/learning.py --cpu --game overcooked_90min       # the same, cut to fit 90 minutes
+    python experiments/learning.py --cpu --game overcooked_h20         # 20-step training, 150-step held out
     python experiments/learning.py --cpu --game cleanup                # Melting Pot, 7 agents
     python experiments/learning.py --cpu --render-only                 # report from finished runs
 
