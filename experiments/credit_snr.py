@@ -80,10 +80,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--shaping", type=float, default=1.0, help="env.reward_shaping of the training return")
     args = parser.parse_args(argv)
     if args.episodes < 2 * max(args.rollouts):
-        raise SystemExit(f"--episodes must be >= 2 x the largest K ({2 * max(args.rollouts)}), got {args.episodes}")
+        raise SystemExit(f"--episodes must be >= 2 x the largest K ({2 * max(args.rollouts)}), "
+                         f"got {args.episodes}")
     rng = np.random.default_rng(0)
     rows = []
-    print("| horizon | decisions / episode | training return | corr(R, S) | K | cohort SNR | SNR^2 per 1,000 decisions |")
+    print("| horizon | decisions / episode | training return | corr(R, S) | K | cohort SNR "
+          "| SNR^2 per 1,000 decisions |")
     print("|---|---|---|---|---|---|---|")
     for horizon in args.horizons:
         cfg = resolve_library(load_config(common.CONFIGS / "quickstart_overcooked_smollm2.yaml",

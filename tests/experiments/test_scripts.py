@@ -164,7 +164,8 @@ def test_idle_picks_compares_each_rounds_idle_share_with_uniform_picks(tmp_path,
     (tmp_path / "decisions" / "round_0000.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
     assert idle_picks.main([str(tmp_path)]) == 0
     rows = json.loads(capsys.readouterr().out.strip().splitlines()[-1])["rows"]
-    assert [(r["agent"], r["decisions"], r["idle"], r["idle_if_uniform"]) for r in rows] == [(0, 2, 1.0, 0.5), (1, 1, 0.0, 0.5)]
+    got = [(r["agent"], r["decisions"], r["idle"], r["idle_if_uniform"]) for r in rows]
+    assert got == [(0, 2, 1.0, 0.5), (1, 1, 0.0, 0.5)]
     assert rows[0]["top_letter_share"] == 0.5
     with pytest.raises(SystemExit, match="no decision records"):
         idle_picks.main([str(tmp_path / "missing")])
