@@ -30,7 +30,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import common  # noqa: E402
-from menu_policies import IDLE  # noqa: E402
+from menu_policies import IDLE, play  # noqa: E402
 
 from omjax.config import load_config  # noqa: E402
 from omjax.games.registry import make_game  # noqa: E402
@@ -38,23 +38,16 @@ from omjax.options.libraries import resolve_library  # noqa: E402
 
 
 def play_uniform(game, seeds: list[int]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Uniform menu picks, one episode per seed, stepped together. Returns the team's training
-    return R [n], the idle score S [n] and the decision count D [n] of each episode."""
-    n = len(seeds)
-    game.reset(seeds)
-    letter_rngs = [[np.random.default_rng([s, i]) for i in range(game.n_agents)] for s in seeds]
-    pick_rngs = [np.random.default_rng([s, 1 << 20]) for s in seeds]
-    ret, score, count = np.zeros(n), np.zeros(n), np.zeros(n)
-    choices = np.zeros((n, game.n_agents), np.int32)
-    for _ in range(game.horizon):
-        for k, i in np.argwhere(game.needs_decision()):
-            menu = game.menu(int(k), int(i), letter_rngs[k][i])
-            j = int(pick_rngs[k].integers(len(menu)))
-            idle = np.array([it.opt in IDLE for it in menu], float)
-            score[k] += idle[j] - idle.mean()
-            count[k] += 1
-            choices[k, i] = menu[j].index
-        ret += np.asarray(game.step(choices), float)
+    """Uniform menu picks (`menu_policies.play`), one episode per seed. Returns the team's
+    training return R [n], the idle score S [n] and the decision count D [n] of each episode."""
+    score, count = np.zeros(len(seeds)), np.zeros(len(seeds))
+
+    def on_pick(k: int, menu, j: int) -> None:
+        idle = np.array([it.opt in IDLE for it in menu], float)
+        score[k] += idle[j] - idle.mean()
+        count[k] += 1
+
+    _, ret = play(game, "uniform", seeds, on_pick)
     return ret, score, count
 
 

@@ -19,6 +19,12 @@ import json
 import sys
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from menu_policies import IDLE  # noqa: E402
+
+from omjax.train.metrics import read_jsonl  # noqa: E402
+
 
 def idle_rows(run_dir: Path, idle: set[str]) -> list[dict]:
     """One row per (round, agent) of the run's decision records."""
@@ -27,7 +33,7 @@ def idle_rows(run_dir: Path, idle: set[str]) -> list[dict]:
         raise SystemExit(f"no decision records under {run_dir / 'decisions'} (run.save_decisions=false?)")
     rows = []
     for path in files:
-        records = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+        records = read_jsonl(path)
         for agent in sorted({r["agent"] for r in records}):
             mine = [r for r in records if r["agent"] == agent]
             letter, top = collections.Counter(r["letter"] for r in mine).most_common(1)[0]
@@ -44,7 +50,7 @@ def idle_rows(run_dir: Path, idle: set[str]) -> list[dict]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("run_dir", type=Path)
-    parser.add_argument("--idle", nargs="+", default=["wait", "drop_held"], help="option names counted as idle")
+    parser.add_argument("--idle", nargs="+", default=list(IDLE), help="option names counted as idle")
     args = parser.parse_args(argv)
     rows = idle_rows(args.run_dir, set(args.idle))
     print("| round | agent | decisions | idle picked | idle if uniform | most used letter |")

@@ -298,7 +298,7 @@ def main(argv: list[str] | None = None) -> int:
             eval_cfg = load_config(common.CONFIGS / setting.config,
                                    [*setting.overrides, *VARIANTS.get(name, ()), *setting.eval_overrides,
                                     *args.overrides, f"run.out_dir={root / name}"])
-            trainer = Trainer(cfg, model=model)
+            trainer = Trainer(eval_cfg if name == "frozen" else cfg, model=model)
             model = trainer.model
             t0 = time.time()
             if name == "frozen":
@@ -306,10 +306,10 @@ def main(argv: list[str] | None = None) -> int:
             else:
                 bank = train(trainer, root / name)[0]
                 times[f"{name} train"] = time.time() - t0
+                if eval_cfg != cfg:  # the held-out episodes' own game (same model, same adapter shapes)
+                    trainer.game.close()
+                    trainer = Trainer(eval_cfg, model=model)
             t0 = time.time()
-            if eval_cfg != cfg:  # the held-out episodes' own game (same model, same adapter shapes)
-                trainer.game.close()
-                trainer = Trainer(eval_cfg, model=model)
             run = lambda: evaluate(trainer, bank, seeds, setting.eval_batch)
         episodes_of[name] = evaluated(path, run)
         if run is not None:

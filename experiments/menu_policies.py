@@ -43,19 +43,25 @@ def pick(policy: str, menu, rng: np.random.Generator) -> int:
     return int(rng.choice(busy)) if busy else int(rng.integers(len(menu)))
 
 
-def play(game, policy: str, seeds: list[int]) -> np.ndarray:
-    """Team deliveries of one episode per seed, all episodes stepped together: [len(seeds)]."""
+def play(game, policy: str, seeds: list[int], on_pick=None) -> np.ndarray:
+    """One episode per seed, all stepped together. Returns each episode's team deliveries and
+    its training return (the games' step rewards summed, progress bonus included): [n], [n].
+    `on_pick(k, menu, j)`, if given, sees every pick (episode k chose position j of `menu`)."""
     game.reset(seeds)
     n = game.n_agents
     letter_rngs = [[np.random.default_rng([s, i]) for i in range(n)] for s in seeds]
     pick_rngs = [np.random.default_rng([s, 1 << 20]) for s in seeds]
     choices = np.zeros((len(seeds), n), np.int32)
+    returns = np.zeros(len(seeds))
     for _ in range(game.horizon):
         for k, i in np.argwhere(game.needs_decision()):
             menu = game.menu(int(k), int(i), letter_rngs[k][i])
-            choices[k, i] = menu[pick(policy, menu, pick_rngs[k])].index
-        game.step(choices)
-    return game.agent_returns().sum(axis=1)
+            j = pick(policy, menu, pick_rngs[k])
+            if on_pick is not None:
+                on_pick(int(k), menu, j)
+            choices[k, i] = menu[j].index
+        returns += np.asarray(game.step(choices), float)
+    return game.agent_returns().sum(axis=1), returns
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -77,7 +83,7 @@ def main(argv: list[str] | None = None) -> int:
         game = make_game(cfg.env, cfg.policy.action_interface)
         for policy in args.policies:
             t0 = time.time()
-            units = play(game, policy, list(range(args.episodes)))
+            units, _ = play(game, policy, list(range(args.episodes)))
             ci = bootstrap_ci(units.tolist())
             row = {"layout": layout, "horizon": args.horizon, "policy": policy, "episodes": args.episodes,
                    "deliveries_mean": ci.mean, "ci95": [ci.low, ci.high],
