@@ -256,6 +256,15 @@ class TrainConfig:
     train: bool = True
     """False keeps the base frozen (the frozen-base baselines): rollouts run, no update."""
 
+    letter_augment: int = 0
+    """Letter mode: the update also scores each decision, with its advantage, under this many
+    other letterings of the same menu (drawn per decision; the prompt re-rendered with the
+    entries relisted), so it credits the chosen option rather than the letter it happened to sit
+    at. 0 is the paper's update. Not in the paper: letters are arbitrary under the per-decision
+    shuffle, so a policy that reads the menu is invariant to them, and these copies average out
+    the letter habit the raw gradient builds from noise (each decision costs 1 + n update rows;
+    the old log-probs are then scored at the update's start and no trunk is reused)."""
+
     def __post_init__(self) -> None:
         _check(self.rounds >= 1, "train.rounds", f"must be >= 1, got {self.rounds}")
         _check(self.rollouts >= 2, "train.rollouts", "a cohort needs K >= 2 rollouts")
@@ -270,6 +279,7 @@ class TrainConfig:
         _check(self.adam_eps > 0, "train.adam_eps", "must be > 0")
         _check(self.update_rows >= 0, "train.update_rows", f"must be >= 0, got {self.update_rows}")
         _check(self.update_tokens >= 0, "train.update_tokens", f"must be >= 0, got {self.update_tokens}")
+        _check(self.letter_augment >= 0, "train.letter_augment", f"must be >= 0, got {self.letter_augment}")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -345,6 +355,11 @@ class Config:
             "policy.decision_mode",
             "letter mode scores menu letters, but the compound_json prompt shows no menu: "
             "set policy.decision_mode=sample",
+        )
+        _check(
+            not (self.train.letter_augment and self.policy.decision_mode != "letter"),
+            "train.letter_augment",
+            "reletters the menus of scored letter decisions: it needs policy.decision_mode=letter",
         )
 
     @property

@@ -45,10 +45,17 @@ def test_unknown_key_is_an_error_naming_it(tmp_path):
     ("train.clip_eps=1.5", "train.clip_eps"), ("lora.rank=0", "lora.rank"),
     ("lora.targets=q,qkv", "lora.targets: unknown LoRA targets ['qkv']"), ("lora.targets=q,q", "lora.targets"),
     ("policy.action_interface=compound_json", "policy.decision_mode: letter mode scores menu letters"),
+    ("train.letter_augment=-1", "train.letter_augment"),
 ])
 def test_bad_values_name_the_key(override, key):
     with pytest.raises(ConfigError, match=re.escape(key)):
         load_config(None, [override])
+
+
+def test_letter_augment_needs_letter_mode():
+    with pytest.raises(ConfigError, match=r"train.letter_augment: .*needs policy.decision_mode=letter"):
+        load_config(None, ["train.letter_augment=2", "policy.decision_mode=sample"])
+    assert load_config(None, ["train.letter_augment=2"]).train.letter_augment == 2
 
 
 def test_overrides_coerce_types_and_base_files_merge(tmp_path):

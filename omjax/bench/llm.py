@@ -13,8 +13,9 @@ weights (the dequantised GGUF, loaded into both), same prompts, same run:
   decision: each whole prompt with a KV cache, then every state branch on a copy of it, the
   same joint draw. The un-cached omjax path (whole prompts) runs too: it must draw the same
   (label, letter) pairs under the same keys;
-- prefill tokens/s: one forward over the batch of whole prompts (choice-position logits only;
-  PyTorch `logits_to_keep=1`), and its achieved FLOP/s as a fraction of a jitted 2048 x 2048
+- prefill tokens/s: forwards over the whole prompts (choice-position logits only; PyTorch
+  `logits_to_keep=1`), batched as the decision path batches prompts (`inference.length_groups`;
+  PyTorch gets the same groups), and the achieved FLOP/s as a fraction of a jitted 2048 x 2048
   f32 `jnp.dot` measured in the same run, counting the useful FLOPs of the real tokens only
   (`forward_flops`: no padding, causal attention).
 
@@ -226,20 +227,30 @@ def bench_game(name, model, tm, decider, bank, args, peak) -> dict:
     t_torch = _timeit(run_torch, args.repeats)
 
     _log(f"{name}: prefill (omjax, torch)")
-    tokens, mask = inference.left_pad(prompts)
-    jt, jm = jnp.asarray(tokens), jnp.asarray(mask)
+    # Batched as the decision path batches whole prompts (`inference.length_groups`: up to four
+    # calls of similar lengths, rows to a power of two, lengths on the shape grid); PyTorch gets
+    # the same groups, each padded to its longest prompt.
+    groups = inference.length_groups([len(p) for p in prompts])
+    ours = [inference.left_pad([prompts[j] for j in g], rows=inference.pow2_at_least(len(g))) for g in groups]
+    ours = [(jnp.asarray(t), jnp.asarray(m)) for t, m in ours]
     prefill_fn = jax.jit(lambda p, t, m: fam.forward(p, cfg, t, attention_mask=m, last_only=True)[0])
-    t_ours = _timeit(lambda: prefill_fn(base, jt, jm).block_until_ready(), args.repeats)
-    ttok, tmask = inference.left_pad(prompts, max(map(len, prompts)))  # as `torch_decider` pads
-    tt, tmask = torch.tensor(ttok, dtype=torch.long), torch.tensor(tmask, dtype=torch.long)
-    tpos = (tmask.cumsum(1) - 1).clamp(min=0)
+    run_ours = lambda: [prefill_fn(base, t, m)[: len(g), -1] for (t, m), g in zip(ours, groups)]
+    t_ours = _timeit(lambda: jax.block_until_ready(run_ours()), args.repeats)
+    theirs = []
+    for g in groups:
+        ttok, tmask = inference.left_pad([prompts[j] for j in g], max(len(prompts[j]) for j in g))
+        tt, tmask = torch.tensor(ttok, dtype=torch.long), torch.tensor(tmask, dtype=torch.long)
+        theirs.append((tt, tmask, (tmask.cumsum(1) - 1).clamp(min=0)))
 
     def torch_prefill():
         with torch.inference_mode():
-            return tm(input_ids=tt, attention_mask=tmask, position_ids=tpos, logits_to_keep=1).logits
+            return [tm(input_ids=tt, attention_mask=mk, position_ids=pos, logits_to_keep=1).logits[:, -1]
+                    for tt, mk, pos in theirs]
 
     t_torch_prefill = _timeit(torch_prefill, args.repeats)
-    maxdiff = float(np.abs(np.asarray(prefill_fn(base, jt, jm))[:, -1] - torch_prefill()[:, -1].numpy()).max())
+    maxdiff = max(float(np.abs(np.asarray(a) - b.numpy()).max()) for a, b in zip(run_ours(), torch_prefill()))
+    real = sum(map(len, prompts))
+    slots = sum(int(t.size) for t, _ in ours)
     flops = forward_flops(cfg, [len(p) for p in prompts])
     n = len(requests)
     return {
@@ -249,8 +260,9 @@ def bench_game(name, model, tm, decider, bank, args, peak) -> dict:
         "decisions_s_omjax": n / t_cached, "decisions_s_omjax_uncached": n / t_whole,
         "decisions_s_torch": n / t_torch, "decisions_speedup": t_torch / t_cached,
         "same_decisions_as_uncached": bool(same), "logp_maxdiff_vs_uncached": float(logp_diff),
-        "prefill_len": int(tokens.shape[1]), "prefill_real_tokens": int(mask.sum()),
-        "prefill_tok_s_omjax": float(mask.sum()) / t_ours, "prefill_tok_s_torch": float(mask.sum()) / t_torch_prefill,
+        "prefill_calls": [list(map(int, t.shape)) for t, _ in ours], "prefill_real_tokens": real,
+        "prefill_padding_fraction": 1 - real / slots,
+        "prefill_tok_s_omjax": real / t_ours, "prefill_tok_s_torch": real / t_torch_prefill,
         "prefill_speedup": t_torch_prefill / t_ours, "prefill_gflops_omjax": flops / t_ours / 1e9,
         "prefill_peak_fraction": flops / t_ours / peak, "prefill_logit_maxdiff": maxdiff,
     }

@@ -221,6 +221,15 @@ def items_from_ranks(schema: Schema, instances: list[Instance], ranks) -> list[M
                      label(schema, instances[i])) for k, i in enumerate(shown)]
 
 
+def reorder(items: list[MenuItem], order) -> list[MenuItem]:
+    """The same entries relettered: `items[order[j]]` listed under letter j (`order` a
+    permutation of the positions)."""
+    order = [int(j) for j in order]
+    if sorted(order) != list(range(len(items))):
+        raise ValueError(f"order must be a permutation of 0..{len(items) - 1}, got {order}")
+    return [dataclasses.replace(items[j], letter=_letter(k)) for k, j in enumerate(order)]
+
+
 def render_menu(items: list[MenuItem]) -> str:
     return "\n".join(f"{it.letter}) {it.label}" for it in items)
 

@@ -32,7 +32,7 @@ from omjax.config import PolicyConfig
 from omjax.games.base import Game
 from omjax.models import inference
 from omjax.models.base import Trunk
-from omjax.options.menu import MenuItem
+from omjax.options.menu import MenuItem, reorder
 from omjax.prompts import Memory, format_reply, parse_reply, render_chat
 from omjax.train.policy import Branches, LetterPolicy, SamplePolicy, assistant_prefix, make_branches, pack_branches
 from omjax.train.sharding import Placement
@@ -42,6 +42,16 @@ from omjax.train.update import DecisionBatch
 # prefix), and user texts whose first characters could merge with the template's last tokens.
 _USER = "\x00user\x00"
 _PROBES = ("You are", "\n", " -", "[")
+
+
+@dataclasses.dataclass
+class Variant:
+    """The same decision under another lettering of its menu (`train.letter_augment`)."""
+
+    prompt_ids: list[int]
+    menu: list[MenuItem]
+    action: int
+    """Position of the chosen entry in this `menu`."""
 
 
 @dataclasses.dataclass
@@ -72,6 +82,8 @@ class Decision:
     """float [len(prompt_ids) + branch tokens, D]: the frozen trunk's residual stream at the
     prompt's tokens, then at each state branch's tokens in order, when the rollout kept it
     (`collect(..., keep_trunk=True)`); the update starts from it instead of recomputing it."""
+    variants: list[Variant] = dataclasses.field(default_factory=list)
+    """Relettered copies the update also scores (`collect(..., augment=n)`)."""
 
 
 @dataclasses.dataclass
@@ -116,6 +128,8 @@ class Request:
     """Draws the menu position when a reply does not parse (`on_parse_failure: random`)."""
     branches: Branches | None = None
     """Letter mode: the state branches to score."""
+    variants: list[tuple[list[int], list[MenuItem], np.ndarray]] = dataclasses.field(default_factory=list)
+    """Relettered copies: (prompt ids, menu, order), entry j of the menu being `menu[order[j]]`."""
 
 
 @dataclasses.dataclass
@@ -369,26 +383,30 @@ def _decision_keys(seed_keys: jax.Array, slot: jax.Array, rollout: jax.Array, ag
 def collect(game: Game, decider: Decider, base: Any, bank: Any, n_rollouts: int, key: jax.Array,
             seed: int, round_idx: int, progress: bool = False,
             on_step: Callable[[Game], None] | None = None, episodes: list[int] | None = None,
-            keep_trunk: bool = False) -> RolloutBatch:
+            keep_trunk: bool = False, augment: int = 0) -> RolloutBatch:
     """Run `n_rollouts` joint episodes under the current bank (Algorithm 1, lines 2-5);
     `on_step(game)` runs after every env step (the evaluation recorder). `episodes` (default:
     `episode_seed(seed, round_idx, k)`, the training seeds) sets each episode's seed directly,
     so held-out evaluation seeds (10000, 10001, ...) can run as one batch. `keep_trunk`: each
-    decision keeps its frozen trunk for the update (`Decision.trunk`)."""
+    decision keeps its frozen trunk for the update (`Decision.trunk`). `augment`: each
+    decision also keeps that many relettered copies of itself (`Decision.variants`)."""
     n_adapters = jax.tree.leaves(bank)[0].shape[0]
     return collect_group(game, decider, base, bank, n_rollouts, key[None], [seed], round_idx, n_adapters,
-                         progress, on_step, episodes, keep_trunk)[0]
+                         progress, on_step, episodes, keep_trunk, augment)[0]
 
 
 def collect_group(game: Game, decider: Decider, base: Any, bank: Any, n_rollouts: int, keys: jax.Array,
                   seeds: list[int], round_idx: int, adapters_per_seed: int, progress: bool = False,
                   on_step: Callable[[Game], None] | None = None,
-                  episodes: list[int] | None = None, keep_trunk: bool = False) -> list[RolloutBatch]:
+                  episodes: list[int] | None = None, keep_trunk: bool = False,
+                  augment: int = 0) -> list[RolloutBatch]:
     """The K = `n_rollouts` joint episodes of every seed, stepped together (one batched backbone
     call per env step over all seeds' pending decisions); the game runs S x K episodes, `keys`
     [S] are the seeds' round keys and `bank` their S x `adapters_per_seed` adapters. Returns one
     `RolloutBatch` per seed, its rollouts numbered 0 .. K-1. `episodes` [S x K] overrides the
-    episode seeds (default `episode_seed(seed, round_idx, k)`); `keep_trunk` as in `collect`."""
+    episode seeds (default `episode_seed(seed, round_idx, k)`); `keep_trunk` and `augment` as
+    in `collect`. The relettering orders come from their own per-episode, per-agent streams, so
+    a rollout's decisions are the same with or without them."""
     cfg = decider.cfg
     n_seeds, n = len(seeds), game.n_agents
     total = n_seeds * n_rollouts
@@ -399,6 +417,9 @@ def collect_group(game: Game, decider: Decider, base: Any, bank: Any, n_rollouts
     game.reset(episodes)
     memories = [[Memory(cfg.memory_macros, cfg.reward_window) for _ in range(n)] for _ in range(total)]
     letter_rngs = [[np.random.default_rng([e, i]) for i in range(n)] for e in episodes]
+    if augment and not decider.letter_mode:
+        raise ValueError("augment reletters scored menus: it needs letter mode")
+    augment_rngs = [[np.random.default_rng([e, i, 1 << 21]) for i in range(n)] for e in episodes]
     fallback_rngs = [np.random.default_rng([s, round_idx, 1 << 20]) for s in seeds]
     returns = np.zeros(total)
     decisions: list[list[Decision]] = [[] for _ in seeds]
@@ -418,12 +439,19 @@ def collect_group(game: Game, decider: Decider, base: Any, bank: Any, n_rollouts
                 if not menu:
                     raise RuntimeError(f"rollout {k}, agent {i}, step {t}: the menu is empty")
                 prompt = decider.prompt(system, game.user_message(k, i, menu, memories[k][i]))
+                variants = []
+                for _ in range(augment):
+                    order = augment_rngs[k][i].permutation(len(menu))
+                    other = decider.labelled(reorder(menu, order))
+                    text = decider.prompt(system, game.user_message(k, i, other, memories[k][i]))
+                    variants.append((decider.encode(text), other, order))
                 parse = functools.partial(game.parse_choice, k, i, menu)
                 # A shared adapter (one per seed) serves every agent: agent % 1 == 0.
                 requests.append(Request(k, i, menu, prompt, game.fallback(k, i, menu), parse,
                                         adapter=slot * adapters_per_seed + i % adapters_per_seed,
                                         rng=fallback_rngs[slot],
-                                        branches=decider.state_branches(game, k, i) if decider.letter_mode else None))
+                                        branches=decider.state_branches(game, k, i) if decider.letter_mode else None,
+                                        variants=variants))
             slots = pending[:, 0] // n_rollouts
             keys_t = _decision_keys(keys, jnp.asarray(slots, jnp.int32),
                                     jnp.asarray(pending[:, 0] % n_rollouts, jnp.int32),
@@ -434,9 +462,11 @@ def collect_group(game: Game, decider: Decider, base: Any, bank: Any, n_rollouts
                 choices[req.rollout, req.agent] = item.index
                 memories[req.rollout][req.agent].decided(item.opt)
                 slot, local = divmod(req.rollout, n_rollouts)
+                variants = [Variant(ids, menu, int(np.flatnonzero(order == out.action)[0]))
+                            for ids, menu, order in req.variants]
                 decisions[slot].append(Decision(local, req.agent, t, out.prompt_ids, out.reply_ids, out.reply,
                                                 req.menu, out.action, out.logp, out.parsed, req.branches, out.state,
-                                                out.trunk))
+                                                out.trunk, variants))
         reward = game.step(choices)
         if on_step is not None:
             on_step(game)
@@ -480,7 +510,16 @@ def update_inputs(decisions: list[Decision], policy: LetterPolicy | SamplePolicy
     log-prob of each decision is the one the rollout drew it with (`Decision.logp`). When every
     decision kept its frozen trunk (`Decision.trunk`), the inputs carry it (`inputs["trunk"]`,
     laid out as the tokens are) and the update does not recompute it.
+
+    Relettered copies (`Decision.variants`) are rows of their own, right after their decision,
+    with its advantage and state; the rollout never scored them, so a batch holding any leaves
+    `old_logp` None (the update scores every row under the adapter it starts from).
     """
+    relettered = any(d.variants for d in decisions)
+    if relettered:
+        decisions = [row for d in decisions for row in (
+            d, *(dataclasses.replace(d, prompt_ids=v.prompt_ids, menu=v.menu, action=v.action, trunk=None,
+                                     variants=[]) for v in d.variants))]
     groups: list[list[Decision]] = [[] for _ in range(n_groups)]
     for d in decisions:
         groups[group_of(d)].append(d)
@@ -515,7 +554,7 @@ def update_inputs(decisions: list[Decision], policy: LetterPolicy | SamplePolicy
     inputs = {name: np.stack([one[name] for one in per_group]) for name in per_group[0]}
     if kept:
         inputs["trunk"] = Trunk(hidden=inputs["trunk"], extras={}, n_layers=policy.frozen_layers)
-    return DecisionBatch(inputs=inputs, advantage=adv, valid=valid, old_logp=old)
+    return DecisionBatch(inputs=inputs, advantage=adv, valid=valid, old_logp=None if relettered else old)
 
 
 def _trunk_rows(group: list[Decision], rows: int, length: int, width: int) -> np.ndarray:

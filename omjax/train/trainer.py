@@ -170,9 +170,10 @@ class Trainer:
         self.decider = Decider(self.policy, self.model.tokenizer, cfg.policy)
         self.decider.placement = self.placement
         self.keep_trunk = (cfg.train.reuse_trunk and cfg.train.train and self.decider.letter_mode
-                           and self.policy.keeps_trunk)
+                           and self.policy.keeps_trunk and not cfg.train.letter_augment)
         """Whether training rollouts hand each decision's frozen trunk to the update
-        (`train.reuse_trunk`, where the family and decision mode allow it)."""
+        (`train.reuse_trunk`, where the family and decision mode allow it; relettered copies
+        have none, so `train.letter_augment` turns it off)."""
         self.params = self.placement.base(self.model.params)
         """The frozen base on the devices (the model's own params on one device)."""
         t = cfg.train
@@ -240,7 +241,8 @@ class Trainer:
         try:
             batches = collect_group(self.game, self.decider, self.params, bank, k,
                                     jnp.stack([sp[1] for sp in splits]), self.seeds, r, a, progress=cfg.run.progress,
-                                    keep_trunk=self.keep_trunk)
+                                    keep_trunk=self.keep_trunk,
+                                    augment=cfg.train.letter_augment if cfg.train.train else 0)
         except RolloutWorkerError as err:
             raise RolloutWorkerError(f"round {r} of the run with seed{'s' if n_seeds > 1 else ''} "
                                      f"{', '.join(map(str, self.seeds))}: {err}") from err

@@ -9,6 +9,7 @@ import pytest
 from omjax.config import load_config
 from omjax.models import inference
 from omjax.prompts import Memory
+from omjax.train.rollout import update_inputs
 from omjax.train.trainer import RunInterrupted, Trainer
 
 from bandit import HELD_OUT_ORDERS, OPTIONS, PAY, MenuBandit, menu_of
@@ -74,6 +75,43 @@ def test_rewarded_option_probability_rises_for_every_agent(tiny_model, tmp_path)
     assert first["call_ratio"] == 1.0
     assert (tmp_path / "learning_curve.png").stat().st_size > 0
     assert (tmp_path / "decisions" / "round_0000.jsonl").exists()
+
+
+def test_letter_augment_scores_relettered_copies_of_each_decision(tiny_model, tmp_path):
+    game = lambda: MenuBandit(N_AGENTS, 2, shuffle=True)
+    plain = Trainer(config(tmp_path / "plain", "train.rounds=1"), model=tiny_model, game=game())
+    _, plain_row, plain_batch = plain.round(plain.init_state())
+    trainer = Trainer(config(tmp_path / "aug", "train.rounds=1", "train.letter_augment=2"), model=tiny_model,
+                      game=game())
+    state = trainer.init_state()
+    new, row, batch = trainer.round(state)
+    # The copies come from their own random streams: the rollouts are the plain run's.
+    assert [(d.agent, d.step, d.action, d.menu) for d in batch.decisions] == \
+        [(d.agent, d.step, d.action, d.menu) for d in plain_batch.decisions]
+    assert row["team_returns"] == plain_row["team_returns"]
+    moved = 0
+    for d in batch.decisions:
+        assert len(d.variants) == 2
+        chosen = d.menu[d.action]
+        for v in d.variants:
+            # The same entries under letters A.., the chosen one followed to its new letter.
+            assert [it.letter for it in v.menu] == [it.letter for it in d.menu]
+            assert sorted(it.index for it in v.menu) == sorted(it.index for it in d.menu)
+            assert (v.menu[v.action].index, v.menu[v.action].label) == (chosen.index, chosen.label)
+            # Its prompt is the game's, rendered with the relettered menu.
+            dec, g = trainer.decider, trainer.game
+            assert v.prompt_ids == dec.encode(dec.prompt(g.system_message(), g.user_message(0, d.agent, v.menu, None)))
+            assert (v.prompt_ids == d.prompt_ids) == (v.menu == d.menu)
+            moved += v.menu[v.action].letter != chosen.letter
+    assert moved > len(batch.decisions)  # most copies put the chosen option at another letter
+    dbatch = update_inputs(batch.decisions, trainer.policy, trainer.decider, np.ones(8), N_AGENTS,
+                           lambda d: d.agent, 8)
+    assert dbatch.old_logp is None  # the copies were never scored by the rollout
+    np.testing.assert_array_equal(dbatch.valid.sum(axis=1), 3 * np.asarray(row["decisions_per_agent"]))
+    # Old log-probs scored at the update's start: the first step's ratio is exactly 1.
+    np.testing.assert_allclose(row["ratio_first_step"], 1.0, atol=1e-5)
+    assert row["updated"] and any(not np.array_equal(a, b) for a, b in
+                                  zip(jax.tree.leaves(new.bank), jax.tree.leaves(state.bank)))
 
 
 def test_zero_spread_cohort_leaves_adapters_unchanged(tiny_model, tmp_path):
@@ -234,11 +272,12 @@ def smollm2():
     return load("smollm2-135m", dtype=jnp.float32)
 
 
-def train_smollm2_bandit(model, tmp_path, paying):
+def train_smollm2_bandit(model, tmp_path, paying, *extra):
     """Two agents, per-agent adapters, one decision per episode among four options at letters
     shuffled per decision (even permutations only); returns each adapter's option
-    probabilities on the twelve held-out (odd) menus before and after SMOLLM2_ROUNDS rounds."""
-    cfg = load_config(None, [*SMOLLM2_SETTING, f"run.out_dir={tmp_path}"])
+    probabilities on the twelve held-out (odd) menus before and after SMOLLM2_ROUNDS rounds.
+    `extra`: config overrides after the setting's."""
+    cfg = load_config(None, [*SMOLLM2_SETTING, f"run.out_dir={tmp_path}", *extra])
     trainer = Trainer(cfg, model=model, game=MenuBandit(2, 1, shuffle=True, paying=paying))
     held_out = [menu_of(order) for order in HELD_OUT_ORDERS]
     state = trainer.init_state()
@@ -258,15 +297,15 @@ def test_smollm2_learns_the_paying_option_at_held_out_letters(smollm2, tmp_path)
     assert np.all(after[:, PAY] >= 0.8), (before, after)
 
 
-@pytest.mark.slow
-@pytest.mark.xfail(reason="the 16-round run (session 7, 10 min) specialised but stopped short of 0.8: "
-                          "agent 0 P(pay) 0.25 -> 0.798, agent 1 P(pick) 0.25 -> 0.733 (each gives the other's "
-                          "option 0.07); the shared team return credits each agent's choice more noisily than "
-                          "when both are paid for one option. A 40-round rerun (session 9, budget set after "
-                          "that result) did not pass either: agent 1 0.998, agent 0 peaked at a 0.97 training "
-                          "pay rate in round 12, then drifted back to one letter (0.25 on every option over "
-                          "the held-out orderings)", strict=False)
+@pytest.mark.slow  # 15 min on the quiet 2-core machine; both >= 0.995 from round 6, rounds 7-15 mostly zero-spread
 def test_smollm2_per_agent_adapters_specialise(smollm2, tmp_path):
-    before, after = train_smollm2_bandit(smollm2, tmp_path, ("pay", "pick"))
+    """Each agent paid for its own option, and the update scores every decision under three
+    more letterings of its menu (`train.letter_augment=3`). Without them this case did not pass:
+    16 rounds (session 7) reached agent 0 P(pay) 0.798, agent 1 P(pick) 0.733; a 40-round rerun
+    (session 9) saw agent 0 peak at a 0.97 training pay rate in round 12, then drift back to one
+    letter (0.25 on every option over the held-out orderings): the shared team return credits
+    each agent's choice noisily, and the noise builds a letter habit. The relettered copies give
+    every letter the same share of that noise (experiments/menu_bandit.py, session 11)."""
+    before, after = train_smollm2_bandit(smollm2, tmp_path, ("pay", "pick"), "train.letter_augment=3")
     assert np.all(before[[0, 1], [PAY, PICK]] < 0.35), before
     assert np.all(after[[0, 1], [PAY, PICK]] >= 0.8), (before, after)
