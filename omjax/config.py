@@ -265,6 +265,13 @@ class TrainConfig:
     the letter habit the raw gradient builds from noise (each decision costs 1 + n update rows;
     the old log-probs are then scored at the update's start and no trunk is reused)."""
 
+    letter_baseline: bool = False
+    """Letter mode: subtract from each decision's advantage the mean advantage of the same
+    adapter's decisions of the round that picked the same letter. Not in the paper: under the
+    per-decision shuffle a letter says nothing about the option behind it, so whatever advantage
+    the letters explain is noise, and it is the part of the gradient that builds a letter habit;
+    this control variate removes it at no cost (a letter picked once then carries no credit)."""
+
     def __post_init__(self) -> None:
         _check(self.rounds >= 1, "train.rounds", f"must be >= 1, got {self.rounds}")
         _check(self.rollouts >= 2, "train.rollouts", "a cohort needs K >= 2 rollouts")
@@ -360,6 +367,11 @@ class Config:
             not (self.train.letter_augment and self.policy.decision_mode != "letter"),
             "train.letter_augment",
             "reletters the menus of scored letter decisions: it needs policy.decision_mode=letter",
+        )
+        _check(
+            not (self.train.letter_baseline and self.policy.decision_mode != "letter"),
+            "train.letter_baseline",
+            "groups decisions by their menu letter: it needs policy.decision_mode=letter",
         )
 
     @property

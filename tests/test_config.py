@@ -56,6 +56,8 @@ def test_letter_augment_needs_letter_mode():
     with pytest.raises(ConfigError, match=r"train.letter_augment: .*needs policy.decision_mode=letter"):
         load_config(None, ["train.letter_augment=2", "policy.decision_mode=sample"])
     assert load_config(None, ["train.letter_augment=2"]).train.letter_augment == 2
+    with pytest.raises(ConfigError, match=r"train.letter_baseline: .*needs policy.decision_mode=letter"):
+        load_config(None, ["train.letter_baseline=true", "policy.decision_mode=sample"])
 
 
 def test_overrides_coerce_types_and_base_files_merge(tmp_path):

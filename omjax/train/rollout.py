@@ -419,7 +419,7 @@ def collect_group(game: Game, decider: Decider, base: Any, bank: Any, n_rollouts
     letter_rngs = [[np.random.default_rng([e, i]) for i in range(n)] for e in episodes]
     if augment and not decider.letter_mode:
         raise ValueError("augment reletters scored menus: it needs letter mode")
-    augment_rngs = [[np.random.default_rng([e, i, 1 << 21]) for i in range(n)] for e in episodes]
+    augment_rngs = [[np.random.default_rng([e, i, 1 << 21]) for i in range(n)] for e in episodes] if augment else []
     fallback_rngs = [np.random.default_rng([s, round_idx, 1 << 20]) for s in seeds]
     returns = np.zeros(total)
     decisions: list[list[Decision]] = [[] for _ in seeds]
@@ -499,7 +499,8 @@ def decision_record(d: Decision, round_idx: int) -> dict:
 
 def update_inputs(decisions: list[Decision], policy: LetterPolicy | SamplePolicy, decider: Decider,
                   advantages: np.ndarray, n_groups: int, group_of: Callable[[Decision], int],
-                  minibatch_size: int, min_rows: int = 0, min_tokens: int = 0) -> DecisionBatch:
+                  minibatch_size: int, min_rows: int = 0, min_tokens: int = 0,
+                  letter_baseline: bool = False) -> DecisionBatch:
     """Per-adapter padded decision arrays for the vmapped update: a `DecisionBatch` of
     [G, B, ...] leaves.
 
@@ -514,6 +515,9 @@ def update_inputs(decisions: list[Decision], policy: LetterPolicy | SamplePolicy
     Relettered copies (`Decision.variants`) are rows of their own, right after their decision,
     with its advantage and state; the rollout never scored them, so a batch holding any leaves
     `old_logp` None (the update scores every row under the adapter it starts from).
+
+    `letter_baseline`: each row's advantage less the mean over the adapter's rows that picked
+    the same letter (`train.letter_baseline`).
     """
     relettered = any(d.variants for d in decisions)
     if relettered:
@@ -537,6 +541,8 @@ def update_inputs(decisions: list[Decision], policy: LetterPolicy | SamplePolicy
     for gi, g in enumerate(groups):
         tokens, mask = inference.left_pad(seqs[gi], length, decider.pad_id, rows=b)
         adv[gi, : len(g)] = [advantages[d.rollout] for d in g]
+        if letter_baseline:
+            adv[gi, : len(g)] -= letter_means(adv[gi, : len(g)], [d.menu[d.action].letter for d in g])
         old[gi, : len(g)] = [d.logp for d in g]
         valid[gi, : len(g)] = True
         if is_letter:
@@ -555,6 +561,13 @@ def update_inputs(decisions: list[Decision], policy: LetterPolicy | SamplePolicy
     if kept:
         inputs["trunk"] = Trunk(hidden=inputs["trunk"], extras={}, n_layers=policy.frozen_layers)
     return DecisionBatch(inputs=inputs, advantage=adv, valid=valid, old_logp=None if relettered else old)
+
+
+def letter_means(advantage: np.ndarray, letters: list[str]) -> np.ndarray:
+    """[N] the mean of `advantage` [N] over the rows whose letter is each row's own."""
+    _, which = np.unique(np.asarray(letters), return_inverse=True)
+    sums = np.bincount(which, weights=advantage)
+    return (sums / np.bincount(which))[which].astype(advantage.dtype)
 
 
 def _trunk_rows(group: list[Decision], rows: int, length: int, width: int) -> np.ndarray:

@@ -265,7 +265,7 @@ class Trainer:
             dbatch = update_inputs(
                 decisions, self.policy, self.decider, np.concatenate(advs), n_seeds * a,
                 lambda d: (d.rollout // k) * a + (0 if shared else d.agent), cfg.train.minibatch_size,
-                cfg.train.update_rows, cfg.train.update_tokens)
+                cfg.train.update_rows, cfg.train.update_tokens, cfg.train.letter_baseline)
             valid = dbatch.valid
             dbatch = self.placement.split(dbatch)
             keys = jnp.concatenate([jax.random.split(sp[2], a) for sp in splits])

@@ -5,7 +5,7 @@ import numpy as np
 from omjax.config import PolicyConfig
 from omjax.options.menu import MenuItem
 from omjax.train.policy import Branches, LetterPolicy
-from omjax.train.rollout import Decider, Decision, RolloutBatch, episode_seed, update_inputs
+from omjax.train.rollout import Decider, Decision, RolloutBatch, episode_seed, letter_means, update_inputs
 
 
 def menu(n):
@@ -49,6 +49,18 @@ def test_update_inputs_group_by_agent_pad_and_mask(tiny_model):
     assert inputs["end"][0, 0].tolist() == [2, 7]
     shared = update_inputs(decisions(), policy, decider, adv, 1, lambda d: 0, minibatch_size=2)
     assert shared.valid.sum() == 4 and shared.inputs["tokens"].shape[:2] == (1, 4)
+
+
+def test_letter_baseline_centres_each_adapters_advantages_per_letter(tiny_model):
+    policy = LetterPolicy(tiny_model.family, tiny_model.config, 2.0, 1.0)
+    decider = Decider(policy, tiny_model.tokenizer, PolicyConfig())
+    # Agent 0 picks C (rollout 0), B (rollout 1), A (rollout 1), then B again (rollout 0).
+    ds = decisions() + [Decision(0, 0, 5, [5], [9], "B", menu(3), 1, -0.3, True, BRANCHES, 0)]
+    batch = update_inputs(ds, policy, decider, np.array([0.5, -0.5]), 2, lambda d: d.agent, minibatch_size=2,
+                          letter_baseline=True)
+    # B's two rows keep their +-0.5 about B's mean 0; a letter picked once carries no credit.
+    assert batch.advantage.tolist() == [[0.0, -0.5, 0.0, 0.5], [0.0] * 4]
+    np.testing.assert_allclose(letter_means(np.array([1.0, 2.0, 3.0, 5.0]), ["A", "B", "A", "C"]), [2, 2, 2, 5])
 
 
 def test_kept_trunks_are_laid_out_as_their_tokens(tiny_model):
