@@ -462,8 +462,8 @@ def collect_group(game: Game, decider: Decider, base: Any, bank: Any, n_rollouts
                 choices[req.rollout, req.agent] = item.index
                 memories[req.rollout][req.agent].decided(item.opt)
                 slot, local = divmod(req.rollout, n_rollouts)
-                variants = [Variant(ids, menu, int(np.flatnonzero(order == out.action)[0]))
-                            for ids, menu, order in req.variants]
+                variants = [Variant(ids, other, int(np.flatnonzero(order == out.action)[0]))
+                            for ids, other, order in req.variants]
                 decisions[slot].append(Decision(local, req.agent, t, out.prompt_ids, out.reply_ids, out.reply,
                                                 req.menu, out.action, out.logp, out.parsed, req.branches, out.state,
                                                 out.trunk, variants))
