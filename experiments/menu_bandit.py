@@ -121,7 +121,7 @@ def main(argv=None) -> None:
     out = Path(args.out or f"runs/menu_bandit/{args.mode}_{'_'.join(paying)}")
     out.mkdir(parents=True, exist_ok=True)
     cfg = load_config(None, [*SMOLLM2_SETTING, f"train.lr={args.lr}", f"run.out_dir={out / 'run'}",
-                                *args.overrides])
+                             *args.overrides])
     trainer = Trainer(cfg, model=load("smollm2-135m", dtype=jnp.float32),
                       game=MenuBandit(2, 1, shuffle=True, paying=paying))
     rows, t0 = [], time.time()

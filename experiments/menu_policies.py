@@ -43,7 +43,7 @@ def pick(policy: str, menu, rng: np.random.Generator) -> int:
     return int(rng.choice(busy)) if busy else int(rng.integers(len(menu)))
 
 
-def play(game, policy: str, seeds: list[int], on_pick=None) -> np.ndarray:
+def play(game, policy: str, seeds: list[int], on_pick=None) -> tuple[np.ndarray, np.ndarray]:
     """One episode per seed, all stepped together. Returns each episode's team deliveries and
     its training return (the games' step rewards summed, progress bonus included): [n], [n].
     `on_pick(k, menu, j)`, if given, sees every pick (episode k chose position j of `menu`)."""
