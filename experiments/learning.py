@@ -4,6 +4,7 @@
     python experiments/learning.py --cpu --variants per_agent shared_lora
     python experiments/learning.py --cpu --game overcooked_90min       # the same, cut to fit 90 minutes
     python experiments/learning.py --cpu --game overcooked_h20         # 20-step training, 150-step held out
+    python experiments/learning.py --cpu --game overcooked_h10         # 10-step, K = 16, 20 rounds, letter baseline
     python experiments/learning.py --cpu --game cleanup                # Melting Pot, 7 agents
     python experiments/learning.py --cpu --render-only                 # report from finished runs
 
@@ -16,6 +17,7 @@ training reward: soups delivered (Overcooked), apples eaten and, for Commons Har
 alive at the end. Writes, under `<root>/<game>/`:
 
     <variant>/metrics.jsonl, learning_curve.png   training rounds (shaped return, real units, KL)
+    <variant>/decisions/round_XXXX.jsonl          every training decision (`experiments/idle_picks.py`)
     <policy>/eval.jsonl                           one line per held-out episode
     macro_<policy>.png                            per-agent macro-choice histogram
     report.md, summary.json                       bootstrap CIs, Mann-Whitney U of trained vs frozen
@@ -46,7 +48,7 @@ from omjax.eval.audits import macro_counts, plot_macro_histogram  # noqa: E402
 from omjax.eval.stats import bootstrap_ci, mann_whitney  # noqa: E402
 from omjax.train.checkpoint import Checkpointer  # noqa: E402
 from omjax.train.metrics import MetricsLog, read_jsonl, write_jsonl_atomic  # noqa: E402
-from omjax.train.rollout import collect  # noqa: E402
+from omjax.train.rollout import collect, decision_record  # noqa: E402
 from omjax.train.trainer import Trainer  # noqa: E402
 
 
@@ -124,6 +126,25 @@ SETTINGS = {
          "train.rounds=10", "train.epochs=1", "train.kl_coef=0.01", "train.update_rows=128",
          "train.update_tokens=512", "policy.temperature=1.0", "run.progress=false"),
         "deliveries", eval_episodes=16, eval_batch=16, eval_overrides=("env.horizon=150",)),
+    # The fourth setting (session 12), from the training data of the three above, the session-11
+    # and -12 pilots and the menu bandit (never a held-out episode). Shorter episodes again: under
+    # uniform menu picks the cohort signal along "avoid wait/drop_held" is SNR^2 28 per 1,000
+    # decisions at horizon 10, K = 16 (10 at 20, K = 8; `credit_snr.md`), a cohort SNR of 1.9 a
+    # round, about half the bandit's (~4: K = 32, one decision per agent), where the paper's update
+    # needed ~16 rounds and `letter_baseline` ~7 (agent 0) to read the shuffled menu; so rounds
+    # matter more than their size. `train.letter_baseline` (no cost; the bandit's best per minute;
+    # `letter_prior_coef` held the letter prior flat in a pilot of this setting but slowed the
+    # bandit), adapters on the top 8 layers (with 4 the bandit read half as fast per round).
+    # A round (~135 decisions) costs ~170 s (pilot: 62-119 s rollouts + ~105 s update), so 20
+    # rounds and two 16-episode evaluations (~23 min each at 150 steps, session 10) take ~105 min:
+    # over the 90, for the rounds the estimate says are needed (~30 at 4.4x the bandit's).
+    "overcooked_h10": Setting(
+        "quickstart_overcooked_smollm2.yaml",
+        ("env.layout=asymmetric_advantages", "env.horizon=10", "env.reward_shaping=1.0", "lora.rank=16",
+         "lora.alpha=32", "lora.targets=q,k,v,o", "lora.top_layers=8", "train.lr=2e-3", "train.rollouts=16",
+         "train.rounds=20", "train.epochs=1", "train.kl_coef=0.01", "train.update_rows=128",
+         "train.update_tokens=512", "train.letter_baseline=true", "policy.temperature=1.0", "run.progress=false"),
+        "deliveries", eval_episodes=16, eval_batch=16, eval_overrides=("env.horizon=150",)),
     # Seven agents, 8-step episodes (the quick-start's): rounds take minutes, so few of them.
     "cleanup": Setting(
         "quickstart_cleanup_smollm2.yaml",
@@ -160,8 +181,11 @@ def train(trainer: Trainer, run_dir: Path) -> tuple[object, list[dict]]:
     try:
         for r in range(int(state.round), cfg.train.rounds):
             before = state
-            state, row, _ = trainer.round(state)
+            state, row, batch = trainer.round(state)
             row["units"] = trainer.game.agent_returns().sum(axis=1).tolist()  # [K] real task events
+            if cfg.run.save_decisions:  # for `experiments/idle_picks.py`, as `omjax train` writes them
+                write_jsonl_atomic(run_dir / "decisions" / f"round_{r:04d}.jsonl",
+                                   [decision_record(d, r) for d in batch.decisions])
             log.append(row)
             # As the trainer: the best checkpoint holds the adapters that collected the best round.
             best = before.replace(best_return=state.best_return) if row["best"] else None

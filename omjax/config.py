@@ -272,6 +272,14 @@ class TrainConfig:
     the letters explain is noise, and it is the part of the gradient that builds a letter habit;
     this control variate removes it at no cost (a letter picked once then carries no credit)."""
 
+    letter_prior_coef: float = 0.0
+    """Letter mode: weight of KL(letter marginal || uniform) over each minibatch, where the
+    letter marginal is the policy's probability of each letter averaged over the minibatch's
+    decisions (`grpo.letter_marginal_kl`). Not in the paper: a policy that reads its shuffled
+    menu has a flat letter marginal whatever it prefers, so the term leaves menu reading free
+    and pulls back the letter habit that noise in the cohort advantage builds (and the base's
+    own favourite letter). 0 is the paper's loss."""
+
     def __post_init__(self) -> None:
         _check(self.rounds >= 1, "train.rounds", f"must be >= 1, got {self.rounds}")
         _check(self.rollouts >= 2, "train.rollouts", "a cohort needs K >= 2 rollouts")
@@ -287,6 +295,7 @@ class TrainConfig:
         _check(self.update_rows >= 0, "train.update_rows", f"must be >= 0, got {self.update_rows}")
         _check(self.update_tokens >= 0, "train.update_tokens", f"must be >= 0, got {self.update_tokens}")
         _check(self.letter_augment >= 0, "train.letter_augment", f"must be >= 0, got {self.letter_augment}")
+        _check(self.letter_prior_coef >= 0, "train.letter_prior_coef", f"must be >= 0, got {self.letter_prior_coef}")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -372,6 +381,11 @@ class Config:
             not (self.train.letter_baseline and self.policy.decision_mode != "letter"),
             "train.letter_baseline",
             "groups decisions by their menu letter: it needs policy.decision_mode=letter",
+        )
+        _check(
+            not (self.train.letter_prior_coef and self.policy.decision_mode != "letter"),
+            "train.letter_prior_coef",
+            "regularises the distribution over menu letters: it needs policy.decision_mode=letter",
         )
 
     @property

@@ -58,6 +58,10 @@ def test_letter_augment_needs_letter_mode():
     assert load_config(None, ["train.letter_augment=2"]).train.letter_augment == 2
     with pytest.raises(ConfigError, match=r"train.letter_baseline: .*needs policy.decision_mode=letter"):
         load_config(None, ["train.letter_baseline=true", "policy.decision_mode=sample"])
+    with pytest.raises(ConfigError, match=r"train.letter_prior_coef: .*needs policy.decision_mode=letter"):
+        load_config(None, ["train.letter_prior_coef=0.5", "policy.decision_mode=sample"])
+    with pytest.raises(ConfigError, match=r"train.letter_prior_coef: must be >= 0"):
+        load_config(None, ["train.letter_prior_coef=-1"])
 
 
 def test_overrides_coerce_types_and_base_files_merge(tmp_path):

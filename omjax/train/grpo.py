@@ -73,6 +73,32 @@ def kl_exact(logp_dist: jax.Array, ref_logp_dist: jax.Array, dist_mask: jax.Arra
     return jnp.sum(terms, axis=-1)
 
 
+def letter_marginal_kl(logp_dist: jax.Array, dist_mask: jax.Array, valid: jax.Array) -> jax.Array:
+    """KL(m || u) between the policy's letter marginal m over a batch of letter-mode decisions
+    and the uniform marginal u (`train.letter_prior_coef`).
+
+    m(l) is the mean over the valid decisions of pi(l | o_d); u(l) the mean of 1 / n_d over the
+    decisions whose menu has a slot l (n_d menu entries). Under the per-decision letter shuffle a
+    policy that reads the menu has m = u in expectation, whatever option it prefers, so the term
+    is blind to what the menu says and penalises only a habit for letters: it is 0 for a policy
+    uniform over each menu and at most log M for one that always answers the same letter.
+
+    Args:
+      logp_dist: [B, M] normalised log-probabilities over M menu slots.
+      dist_mask: [B, M] which slots are real menu entries.
+      valid: [B] which rows are decisions (not padding).
+    Returns:
+      [] the KL; 0 when no row is valid.
+    """
+    rows = (dist_mask & valid[:, None]).astype(logp_dist.dtype)  # [B, M]
+    n = jnp.maximum(jnp.sum(valid.astype(logp_dist.dtype)), 1.0)
+    m = jnp.sum(jnp.exp(logp_dist) * rows, axis=0) / n  # [M]
+    u = jnp.sum(rows / jnp.maximum(jnp.sum(rows, axis=-1, keepdims=True), 1.0), axis=0) / n  # [M]
+    real = (m > 0) & (u > 0)
+    safe = lambda x: jnp.where(real, x, 1.0)
+    return jnp.sum(jnp.where(real, m * (jnp.log(safe(m)) - jnp.log(safe(u))), 0.0))
+
+
 def kl_k3(token_logp: jax.Array, ref_token_logp: jax.Array, token_mask: jax.Array) -> jax.Array:
     """Per-token k3 estimator of KL(pi || pi_ref) summed over a sampled reply.
 

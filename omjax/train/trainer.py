@@ -112,13 +112,13 @@ def summarize_update(metrics: Any) -> dict:
     m = to_host(metrics)
     stepped = m.stepped.astype(bool)
     if not stepped.any():
-        return {"kl": None, "clip_frac": None, "grad_norm": None, "ratio": None, "loss": None,
-                "kl_per_adapter": None, "grad_steps": [0] * stepped.shape[0]}
+        return {"kl": None, "letter_kl": None, "clip_frac": None, "grad_norm": None, "ratio": None,
+                "loss": None, "kl_per_adapter": None, "grad_steps": [0] * stepped.shape[0]}
     mean = lambda x: float(x[stepped].mean())
     kl_per = [float(m.kl[g][stepped[g]].mean()) if stepped[g].any() else None for g in range(stepped.shape[0])]
     return {
-        "kl": mean(m.kl), "clip_frac": mean(m.clip_frac), "grad_norm": mean(m.grad_norm),
-        "ratio": mean(m.ratio), "loss": mean(m.loss), "kl_per_adapter": kl_per,
+        "kl": mean(m.kl), "letter_kl": mean(m.letter_kl), "clip_frac": mean(m.clip_frac),
+        "grad_norm": mean(m.grad_norm), "ratio": mean(m.ratio), "loss": mean(m.loss), "kl_per_adapter": kl_per,
         "ratio_first_step": [float(m.ratio[g, 0, 0]) for g in range(stepped.shape[0])],
         "grad_steps": stepped.sum(axis=(1, 2)).tolist(),
     }
@@ -179,7 +179,8 @@ class Trainer:
         t = cfg.train
         self.optimizer = make_optimizer(t.lr, t.max_grad_norm, t.adam_b1, t.adam_b2, t.adam_eps)
         settings = UpdateSettings(clip_eps=t.clip_eps, kl_coef=t.kl_coef, epochs=t.epochs,
-                                  minibatch_size=t.minibatch_size, kl_kind=self.policy.kl_kind)
+                                  minibatch_size=t.minibatch_size, kl_kind=self.policy.kl_kind,
+                                  letter_prior_coef=t.letter_prior_coef)
         self._update_bar: tqdm | None = None
         self._in_sequence = jax.default_backend() == "cpu" and self.placement.n_devices == 1
         self.update = make_bank_update(self.policy.policy_fn, self.optimizer, settings, self.policy.prepare,
@@ -323,9 +324,10 @@ class Trainer:
             "decisions_per_agent": batch.decision_counts().tolist(),
             "parse_failures_per_agent": batch.parse_failures().tolist(),
             "call_ratio": batch.call_ratio(),
-            "kl": upd.get("kl"), "clip_frac": upd.get("clip_frac"), "grad_norm": upd.get("grad_norm"),
-            "ratio": upd.get("ratio"), "loss": upd.get("loss"), "kl_per_adapter": upd.get("kl_per_adapter"),
-            "ratio_first_step": upd.get("ratio_first_step"), "grad_steps": upd.get("grad_steps"),
+            "kl": upd.get("kl"), "letter_kl": upd.get("letter_kl"), "clip_frac": upd.get("clip_frac"),
+            "grad_norm": upd.get("grad_norm"), "ratio": upd.get("ratio"), "loss": upd.get("loss"),
+            "kl_per_adapter": upd.get("kl_per_adapter"), "ratio_first_step": upd.get("ratio_first_step"),
+            "grad_steps": upd.get("grad_steps"),
             "best": bool(np.float32(mean_return) > np.asarray(best_return)),
         }
 

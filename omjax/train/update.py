@@ -73,6 +73,8 @@ class UpdateMetrics:
     """Mean importance ratio over the minibatch's valid decisions (1 before the first step)."""
     kl: jax.Array
     """Mean KL(pi_theta || pi_ref) over the minibatch's valid decisions."""
+    letter_kl: jax.Array
+    """KL(letter marginal || uniform) over the minibatch (`grpo.letter_marginal_kl`)."""
     clip_frac: jax.Array
     grad_norm: jax.Array
     """Global gradient norm before clipping."""
@@ -93,6 +95,9 @@ class UpdateSettings:
     """Decisions per gradient step."""
     kl_kind: Literal["exact", "k3"]
     """`exact` for explicit menu distributions (letter mode), `k3` for sampled token sequences."""
+    letter_prior_coef: float = 0.0
+    """Weight of `grpo.letter_marginal_kl` over each minibatch (`train.letter_prior_coef`;
+    letter mode only; 0 is the paper's loss)."""
 
 
 def make_optimizer(lr: float, max_grad_norm: float, b1: float = 0.9, b2: float = 0.999, eps: float = 1e-8):
@@ -150,9 +155,14 @@ def make_agent_update(policy_fn: PolicyFn, optimizer: optax.GradientTransformati
         surrogate, ratio, clipped = grpo.clipped_surrogate(cur.logp, old_logp, advantage, settings.clip_eps)
         kl = kl_fn(cur.dist, ref.dist, cur.dist_mask)  # [mb]
         loss = grpo.masked_mean(surrogate, valid) + settings.kl_coef * grpo.masked_mean(kl, valid)
+        letter_kl = (grpo.letter_marginal_kl(cur.dist, cur.dist_mask, valid) if settings.kl_kind == "exact"
+                     else jnp.float32(0.0))
+        if settings.letter_prior_coef:
+            loss = loss + settings.letter_prior_coef * letter_kl
         stats = dict(
             ratio=grpo.masked_mean(ratio, valid),
             kl=grpo.masked_mean(kl, valid),
+            letter_kl=letter_kl,
             clip_frac=grpo.masked_mean(clipped.astype(jnp.float32), valid),
         )
         return loss, stats
@@ -198,15 +208,15 @@ def make_agent_update(policy_fn: PolicyFn, optimizer: optax.GradientTransformati
                 stepped = n_valid > 0
                 keep = lambda new, prev: jnp.where(stepped, new, prev)
                 carry = (jax.tree.map(keep, new_lora, lora), jax.tree.map(keep, new_opt, opt_state))
-                metrics = UpdateMetrics(loss=loss, ratio=stats["ratio"], kl=stats["kl"],
+                metrics = UpdateMetrics(loss=loss, ratio=stats["ratio"], kl=stats["kl"], letter_kl=stats["letter_kl"],
                                         clip_frac=stats["clip_frac"], grad_norm=optax.tree.norm(grads),
                                         n_valid=n_valid, stepped=stepped)
                 return carry, metrics
 
             def skip_step(carry, rows):
                 zero = jnp.float32(0.0)
-                return carry, UpdateMetrics(loss=zero, ratio=zero, kl=zero, clip_frac=zero, grad_norm=zero,
-                                            n_valid=jnp.int32(0), stepped=jnp.bool_(False))
+                return carry, UpdateMetrics(loss=zero, ratio=zero, kl=zero, letter_kl=zero, clip_frac=zero,
+                                            grad_norm=zero, n_valid=jnp.int32(0), stepped=jnp.bool_(False))
 
             def step(carry, j_rows):
                 j, rows = j_rows

@@ -116,6 +116,9 @@ def test_learning_trains_evaluates_frozen_and_trained_and_reports(tiny_model_dir
     assert summary["eval_overrides"] == ["env.horizon=5"]
     rows = [json.loads(line) for line in (out / "per_agent" / "metrics.jsonl").read_text().splitlines()]
     assert len(rows) == 1 and len(rows[0]["units"]) == 2
+    records = (out / "per_agent" / "decisions" / "round_0000.jsonl").read_text().splitlines()
+    decisions = [json.loads(line) for line in records]
+    assert len(decisions) == sum(rows[0]["decisions_per_agent"]) and {d["round"] for d in decisions} == {0}
     assert (out / "per_agent" / "learning_curve.png").stat().st_size > 0
     report = (out / "report.md").read_text()
     assert "| per_agent vs frozen |" in report and "Held-out episodes also: env.horizon=5" in report

@@ -53,3 +53,30 @@ def test_masked_mean_ignores_padding_and_handles_empty():
     x = jnp.array([1.0, 3.0, 100.0])
     np.testing.assert_allclose(grpo.masked_mean(x, jnp.array([True, True, False])), 2.0)
     assert float(grpo.masked_mean(x, jnp.zeros(3, bool))) == 0.0
+
+
+def test_letter_marginal_kl_sees_letter_habits_not_menu_reading():
+    import itertools
+
+    sizes = np.array([3, 3, 2])  # menu entries of three decisions, M = 3 slots
+    mask = np.arange(3)[None, :] < sizes[:, None]  # [3, 3]
+    valid = np.array([True, True, True])
+    log = lambda p: jnp.log(jnp.where(mask, jnp.asarray(p, jnp.float32), 1.0))
+    # Uniform over each menu: m = u, KL 0.
+    uniform = np.where(mask, 1.0 / sizes[:, None], 0.0)
+    assert abs(float(grpo.letter_marginal_kl(log(uniform), mask, valid))) < 1e-6
+    # Always letter A: m = (1, 0, 0), u = (7/18, 7/18, 4/18), KL = log(18/7).
+    habit = np.where(mask, np.eye(3)[[0, 0, 0]], 0.0)
+    np.testing.assert_allclose(float(grpo.letter_marginal_kl(log(habit), mask, valid)), np.log(18 / 7), rtol=1e-5)
+    # A menu reader that always picks the same option, over all six letterings of a 3-entry
+    # menu: its letter marginal is uniform, so the term is 0.
+    perms = list(itertools.permutations(range(3)))
+    reader = np.stack([np.eye(3)[p.index(0)] for p in perms])  # option 0 sits at letter p.index(0)
+    m6 = np.ones((6, 3), bool)
+    assert abs(float(grpo.letter_marginal_kl(jnp.log(jnp.where(m6, reader, 1e-30)), m6, np.ones(6, bool)))) < 1e-5
+    # Padding rows count for nothing.
+    padded = np.concatenate([habit, uniform[:1]])
+    pmask = np.concatenate([mask, mask[:1]])
+    np.testing.assert_allclose(
+        float(grpo.letter_marginal_kl(jnp.log(jnp.where(pmask, padded, 1.0)), pmask, np.array([1, 1, 1, 0], bool))),
+        np.log(18 / 7), rtol=1e-5)

@@ -117,6 +117,36 @@ def test_skipping_padding_minibatches_changes_nothing():
         np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
 
 
+def letter_habit_policy(base, lora, inputs):
+    """Logits that ignore the menu: a pure letter habit (base bias plus the adapter's)."""
+    logits = base + (0.0 if lora is None else lora["b"])  # [M]
+    logits = jnp.where(inputs["menu_mask"], logits[None, :], -1e9)  # [B, M]
+    logp = jax.nn.log_softmax(logits, axis=-1)
+    chosen = jnp.take_along_axis(logp, inputs["action"][:, None], axis=-1)[:, 0]
+    return upd.PolicyOut(logp=chosen, dist=logp, dist_mask=inputs["menu_mask"])
+
+
+def test_letter_prior_coef_flattens_a_letter_habit_and_is_off_at_zero():
+    """With zero advantages and no KL, only `letter_prior_coef` moves the adapter: towards a flat
+    letter marginal; at 0 the loss is the paper's and nothing moves."""
+    habit = jnp.array([2.0, 0.0, 0.0, 0.0])
+    batch = make_batches(jax.random.key(11), 1, 8, [8])
+    batch = batch.replace(advantage=jnp.zeros_like(batch.advantage), inputs={**batch.inputs, "features": None})
+    bank = {"b": jnp.zeros((1, M))}
+    opt_state = upd.init_opt_state(OPT, bank)
+    keys = jax.random.split(jax.random.key(12), 1)
+    for coef in (0.0, 1.0):
+        settings = upd.UpdateSettings(clip_eps=0.2, kl_coef=0.0, epochs=5, minibatch_size=4, kl_kind="exact",
+                                      letter_prior_coef=coef)
+        new, _, m = upd.make_bank_update(letter_habit_policy, OPT, settings)(habit, bank, opt_state, batch, keys)
+        first, last = float(m.letter_kl[0, 0].mean()), float(m.letter_kl[0, -1].mean())  # epoch means
+        assert first > 0.3  # the habit: letter A at e^2 / (e^2 + 3) = 0.71 of every full menu
+        if coef:
+            assert last < 0.5 * first and float(new["b"][0, 0]) < 0  # the adapter pulls letter A down
+        else:
+            np.testing.assert_array_equal(new["b"], bank["b"])
+
+
 def test_frozen_trunk_update_equals_full_forward_update(tiny_model):
     """With adapters on the top layer only, the update that computes the frozen trunk once per
     round (`LetterPolicy(frozen_layers=1)` + its `prepare`) equals the one that runs every
