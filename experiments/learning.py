@@ -184,6 +184,7 @@ def train(trainer: Trainer, run_dir: Path) -> tuple[object, list[dict]]:
             state, row, batch = trainer.round(state)
             row["units"] = trainer.game.agent_returns().sum(axis=1).tolist()  # [K] real task events
             if cfg.run.save_decisions:  # for `experiments/idle_picks.py`, as `omjax train` writes them
+                (run_dir / "decisions").mkdir(exist_ok=True)
                 write_jsonl_atomic(run_dir / "decisions" / f"round_{r:04d}.jsonl",
                                    [decision_record(d, r) for d in batch.decisions])
             log.append(row)

@@ -101,7 +101,8 @@ def test_learning_trains_evaluates_frozen_and_trained_and_reports(tiny_model_dir
                                 eval_overrides=("env.horizon=5",), eval_batch=2)
     monkeypatch.setitem(learning.SETTINGS, "overcooked_h20", short)
     tiny_args = [a for a in tiny(tiny_model_dir) if not a.startswith("env.horizon=")]
-    args = ["--cpu", "--game", "overcooked_h20", "--root", str(tmp_path), "--episodes", "2", *tiny_args]
+    args = ["--cpu", "--game", "overcooked_h20", "--root", str(tmp_path), "--episodes", "2", *tiny_args,
+            "run.save_decisions=true"]
     assert learning.main(args) == 0
     out = tmp_path / "overcooked_h20"
     assert "horizon: 3" in (out / "per_agent" / "config.yaml").read_text()  # trained on 3-step episodes
