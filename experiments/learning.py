@@ -48,8 +48,8 @@ from omjax.eval.audits import macro_counts, plot_macro_histogram  # noqa: E402
 from omjax.eval.stats import bootstrap_ci, mann_whitney  # noqa: E402
 from omjax.train.checkpoint import Checkpointer  # noqa: E402
 from omjax.train.metrics import MetricsLog, read_jsonl, write_jsonl_atomic  # noqa: E402
-from omjax.train.rollout import collect, decision_record  # noqa: E402
-from omjax.train.trainer import Trainer  # noqa: E402
+from omjax.train.rollout import collect  # noqa: E402
+from omjax.train.trainer import Trainer, write_decisions  # noqa: E402
 
 
 @dataclass(frozen=True)
@@ -183,10 +183,8 @@ def train(trainer: Trainer, run_dir: Path) -> tuple[object, list[dict]]:
             before = state
             state, row, batch = trainer.round(state)
             row["units"] = trainer.game.agent_returns().sum(axis=1).tolist()  # [K] real task events
-            if cfg.run.save_decisions:  # for `experiments/idle_picks.py`, as `omjax train` writes them
-                (run_dir / "decisions").mkdir(exist_ok=True)
-                write_jsonl_atomic(run_dir / "decisions" / f"round_{r:04d}.jsonl",
-                                   [decision_record(d, r) for d in batch.decisions])
+            if cfg.run.save_decisions:  # as `omjax train` writes them
+                write_decisions(run_dir, batch, r)
             log.append(row)
             # As the trainer: the best checkpoint holds the adapters that collected the best round.
             best = before.replace(best_return=state.best_return) if row["best"] else None

@@ -107,6 +107,13 @@ def make_policy(cfg: Config, model: Any, lora_cfg: LoRAConfig) -> LetterPolicy |
                         frozen_layers=frozen)
 
 
+def write_decisions(run_dir: Path, batch: RolloutBatch, r: int) -> None:
+    """Every decision of round r to `run_dir/decisions/round_XXXX.jsonl` (`run.save_decisions`;
+    read by the audits and `experiments/idle_picks.py`)."""
+    (run_dir / "decisions").mkdir(parents=True, exist_ok=True)
+    write_jsonl_atomic(run_dir / "decisions" / f"round_{r:04d}.jsonl", [decision_record(d, r) for d in batch.decisions])
+
+
 def summarize_update(metrics: Any) -> dict:
     """Round-level update statistics from per-step metrics [G, E, n_mb] (stepped steps only)."""
     m = to_host(metrics)
@@ -422,8 +429,7 @@ class Trainer:
         best return so far, is the state the round started from (saved as the best checkpoint)."""
         cfg = self.cfg
         if cfg.run.save_decisions and self.writes_files:
-            write_jsonl_atomic(run_dir / "decisions" / f"round_{r:04d}.jsonl",
-                               [decision_record(d, r) for d in batch.decisions])
+            write_decisions(run_dir, batch, r)
         log.append(row)
         if jax.process_count() > 1:
             # orbax saves from every process only arrays that span the whole mesh; the key and
