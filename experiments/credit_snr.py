@@ -11,8 +11,10 @@ S_k = sum over its decisions of (1[idle picked] - P(idle | menu)) is the score o
 a cohort's estimate is g = sum_k A_k S_k. Over many cohorts drawn from a pool of episodes played
 on training-style seeds (0, 1, ...; never the held-out 10000+), the signal-to-noise ratio
 E[g] / std[g] says how reliably one cohort points the right way, and SNR^2 / (K x decisions per
-rollout) how much of it each decision buys (independent cohorts add SNR^2). The team reward is
-the training one: real deliveries plus `env.reward_shaping` times the progress bonus.
+rollout) how much of it each decision buys (independent cohorts add SNR^2). That is the signal
+one adapter shared by the team gets (`train.shared_lora`); a per-agent adapter's gradient sees
+only its own agent's decisions, S_k^i, and the table gives its SNR too. The team reward is the
+training one: real deliveries plus `env.reward_shaping` times the progress bonus.
 
 Prints one row per (horizon, K) and one JSON line.
 """
@@ -39,13 +41,15 @@ from omjax.options.libraries import resolve_library  # noqa: E402
 
 def play_uniform(game, seeds: list[int]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Uniform menu picks (`menu_policies.play`), one episode per seed. Returns the team's
-    training return R [n], the idle score S [n] and the decision count D [n] of each episode."""
-    score, count = np.zeros(len(seeds)), np.zeros(len(seeds))
+    training return R [n], the idle score S [n, N] and the decision count D [n, N] of each
+    episode and agent."""
+    score = np.zeros((len(seeds), game.n_agents))
+    count = np.zeros((len(seeds), game.n_agents))
 
-    def on_pick(k: int, menu, j: int) -> None:
+    def on_pick(k: int, i: int, menu, j: int) -> None:
         idle = np.array([it.opt in IDLE for it in menu], float)
-        score[k] += idle[j] - idle.mean()
-        count[k] += 1
+        score[k, i] += idle[j] - idle.mean()
+        count[k, i] += 1
 
     _, ret = play(game, "uniform", seeds, on_pick)
     return ret, score, count
@@ -77,26 +81,33 @@ def main(argv: list[str] | None = None) -> int:
                          f"got {args.episodes}")
     rng = np.random.default_rng(0)
     rows = []
-    print("| horizon | decisions / episode | training return | corr(R, S) | K | cohort SNR "
-          "| SNR^2 per 1,000 decisions |")
-    print("|---|---|---|---|---|---|---|")
+    print("| horizon | decisions / episode | training return | corr(R, S) | K | cohort SNR, shared adapter "
+          "| SNR^2 per 1,000 decisions | cohort SNR, per-agent adapters (agent 0 / 1) | SNR^2 per 1,000 |")
+    print("|---|---|---|---|---|---|---|---|---|")
     for horizon in args.horizons:
         cfg = resolve_library(load_config(common.CONFIGS / "quickstart_overcooked_smollm2.yaml",
                                           [f"env.layout={args.layout}", f"env.horizon={horizon}",
                                            f"env.reward_shaping={args.shaping}"]))
         game = make_game(cfg.env, cfg.policy.action_interface)
         t0 = time.time()
-        ret, score, count = play_uniform(game, list(range(args.episodes)))
+        ret, score, count = play_uniform(game, list(range(args.episodes)))  # [n], [n, N], [n, N]
         game.close()
-        corr = float(np.corrcoef(ret, score)[0, 1]) if ret.std() > 0 and score.std() > 0 else 0.0
+        team_score, team_count = score.sum(axis=1), count.sum(axis=1)
+        corr = (float(np.corrcoef(ret, team_score)[0, 1]) if ret.std() > 0 and team_score.std() > 0 else 0.0)
         for k in args.rollouts:
-            snr = cohort_snr(ret, score, k, args.draws, rng)
-            per_kdec = 1000 * snr ** 2 / (k * count.mean())
-            rows.append({"layout": args.layout, "horizon": horizon, "decisions_per_episode": float(count.mean()),
+            # One shared adapter's gradient sees every agent's decisions (the team's S); a private
+            # adapter's sees only its agent's own (S_i), so it gets less of the same signal.
+            snr = cohort_snr(ret, team_score, k, args.draws, rng)
+            per_kdec = 1000 * snr ** 2 / (k * team_count.mean())
+            own = [cohort_snr(ret, score[:, i], k, args.draws, rng) for i in range(score.shape[1])]
+            own_kdec = [1000 * s ** 2 / (k * count[:, i].mean()) for i, s in enumerate(own)]
+            rows.append({"layout": args.layout, "horizon": horizon, "decisions_per_episode": float(team_count.mean()),
                          "return_mean": float(ret.mean()), "return_std": float(ret.std()), "corr": corr,
-                         "K": k, "snr": snr, "snr2_per_1000_decisions": per_kdec, "seconds": time.time() - t0})
-            print(f"| {horizon} | {count.mean():.1f} | {ret.mean():.1f} ± {ret.std():.1f} | {corr:+.3f} | {k} | "
-                  f"{snr:+.3f} | {per_kdec:.3f} |", flush=True)
+                         "K": k, "snr": snr, "snr2_per_1000_decisions": per_kdec, "snr_per_agent": own,
+                         "snr2_per_1000_decisions_per_agent": own_kdec, "seconds": time.time() - t0})
+            print(f"| {horizon} | {team_count.mean():.1f} | {ret.mean():.1f} ± {ret.std():.1f} | {corr:+.3f} | {k} | "
+                  f"{snr:+.3f} | {per_kdec:.3f} | {' / '.join(f'{s:+.3f}' for s in own)} | "
+                  f"{' / '.join(f'{v:.3f}' for v in own_kdec)} |", flush=True)
     print(json.dumps({"experiment": "credit_snr", "episodes": args.episodes, "rows": rows}))
     return 0
 

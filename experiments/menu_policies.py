@@ -46,7 +46,8 @@ def pick(policy: str, menu, rng: np.random.Generator) -> int:
 def play(game, policy: str, seeds: list[int], on_pick=None) -> tuple[np.ndarray, np.ndarray]:
     """One episode per seed, all stepped together. Returns each episode's team deliveries and
     its training return (the games' step rewards summed, progress bonus included): [n], [n].
-    `on_pick(k, menu, j)`, if given, sees every pick (episode k chose position j of `menu`)."""
+    `on_pick(k, i, menu, j)`, if given, sees every pick (agent i of episode k chose position j of
+    `menu`)."""
     game.reset(seeds)
     n = game.n_agents
     letter_rngs = [[np.random.default_rng([s, i]) for i in range(n)] for s in seeds]
@@ -58,7 +59,7 @@ def play(game, policy: str, seeds: list[int], on_pick=None) -> tuple[np.ndarray,
             menu = game.menu(int(k), int(i), letter_rngs[k][i])
             j = pick(policy, menu, pick_rngs[k])
             if on_pick is not None:
-                on_pick(int(k), menu, j)
+                on_pick(int(k), int(i), menu, j)
             choices[k, i] = menu[j].index
         returns += np.asarray(game.step(choices), float)
     return game.agent_returns().sum(axis=1), returns

@@ -155,6 +155,8 @@ def test_credit_snr_scores_idle_picks_and_reports_per_horizon(capsys):
     result = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert [(r["horizon"], r["K"]) for r in result["rows"]] == [(4, 2), (4, 4), (6, 2), (6, 4)]
     assert all(r["decisions_per_episode"] > 0 and r["snr2_per_1000_decisions"] >= 0 for r in result["rows"])
+    assert all(len(r["snr_per_agent"]) == 2 and min(r["snr2_per_1000_decisions_per_agent"]) >= 0
+               for r in result["rows"])  # one private adapter's view per agent
 
 
 def test_idle_picks_compares_each_rounds_idle_share_with_uniform_picks(tmp_path, capsys):
