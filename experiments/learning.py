@@ -21,6 +21,7 @@ alive at the end. Writes, under `<root>/<game>/`:
     <policy>/eval.jsonl                           one line per held-out episode
     macro_<policy>.png                            per-agent macro-choice histogram
     report.md, summary.json                       bootstrap CIs, Mann-Whitney U of trained vs frozen
+                                                  (the score; the shaped return as a secondary)
 
 Finished pieces are skipped on a second call (a stopped training run resumes from its newest
 checkpoint), so the script can be rerun until everything is done.
@@ -264,6 +265,8 @@ def summarize(name: str, episodes: list[dict], n_agents: int, out_dir: Path, uni
     plot_macro_histogram(counts, options, out_dir / f"macro_{name}.png", title=f"{name}: per-agent macro choices")
     row = {"policy": name, "episodes": len(values), f"{unit}_mean": ci.mean, "ci95": [ci.low, ci.high],
            f"{unit}_per_episode": values, "macro_counts": {o: counts[:, j].tolist() for j, o in enumerate(options)}}
+    shaped = bootstrap_ci([e["shaped_return"] for e in episodes])  # the secondary: training reward
+    row["shaped_return_mean"], row["shaped_return_ci95"] = shaped.mean, [shaped.low, shaped.high]
     patches = [e["patches_alive"] for e in episodes if e["patches_alive"] is not None]
     if patches:
         pci = bootstrap_ci(patches)
@@ -276,12 +279,17 @@ def report(game: str, setting: Setting, rows: dict[str, dict], tests: dict[str, 
     lines = [f"# Does PA-MAGRPO learn? {game} at CPU scale", "",
              f"Held-out seeds {EVAL_SEED0}..{EVAL_SEED0 + setting.eval_episodes - 1}; score: real {unit} "
              "counted from the env's events (not the shaped training reward).", "",
-             f"| policy | episodes | {unit} (mean) | 95 % bootstrap CI |", "|---|---|---|---|"]
+             f"| policy | episodes | {unit} (mean) | 95 % bootstrap CI | shaped return (secondary) | 95 % CI |",
+             "|---|---|---|---|---|---|"]
     for name, r in rows.items():
-        lines.append(f"| {name} | {r['episodes']} | {r[f'{unit}_mean']:.2f} | [{r['ci95'][0]:.2f}, {r['ci95'][1]:.2f}] |")
-    lines += ["", "| comparison | U | p (two-sided Mann-Whitney) | P(trained > frozen) |", "|---|---|---|---|"]
+        lines.append(f"| {name} | {r['episodes']} | {r[f'{unit}_mean']:.2f} | [{r['ci95'][0]:.2f}, {r['ci95'][1]:.2f}] "
+                     f"| {r['shaped_return_mean']:.1f} | [{r['shaped_return_ci95'][0]:.1f}, "
+                     f"{r['shaped_return_ci95'][1]:.1f}] |")
+    lines += ["", f"| comparison | U ({unit}) | p (two-sided Mann-Whitney) | P(trained > frozen) "
+              "| U (shaped, secondary) | p |", "|---|---|---|---|---|---|"]
     for name, t in tests.items():
-        lines.append(f"| {name} vs frozen | {t['u']:.1f} | {t['p']:.4f} | {t['effect']:.2f} |")
+        lines.append(f"| {name} vs frozen | {t['u']:.1f} | {t['p']:.4f} | {t['effect']:.2f} "
+                     f"| {t['shaped_u']:.1f} | {t['shaped_p']:.4f} |")
     lines += ["", "Settings: " + " ".join(setting.overrides), "",
               "Held-out episodes also: " + (" ".join(setting.eval_overrides) or "(none)"), "",
               "Wall time (s, this machine, shared): " + ", ".join(f"{k} {v:.0f}" for k, v in times.items())]
@@ -341,7 +349,10 @@ def main(argv: list[str] | None = None) -> int:
         rows[name] = summarize(name, episodes_of[name], cfg.env.n_agents, root, setting.unit)
         if name != "frozen" and "frozen" in episodes_of:
             mw = mann_whitney([e["units"] for e in episodes_of[name]], [e["units"] for e in episodes_of["frozen"]])
-            tests[name] = {"u": mw.u, "p": mw.p_value, "effect": mw.effect_size}
+            shaped = mann_whitney([e["shaped_return"] for e in episodes_of[name]],
+                                  [e["shaped_return"] for e in episodes_of["frozen"]])
+            tests[name] = {"u": mw.u, "p": mw.p_value, "effect": mw.effect_size,
+                           "shaped_u": shaped.u, "shaped_p": shaped.p_value}
     text = report(args.game, setting, rows, tests, times)
     common.write_text(root / "report.md", text)
     (root / "summary.json").write_text(json.dumps({"policies": rows, "tests": tests, "wall_s": times,

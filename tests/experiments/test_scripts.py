@@ -113,7 +113,11 @@ def test_learning_trains_evaluates_frozen_and_trained_and_reports(tiny_model_dir
         assert [(e["seed"], e["horizon"]) for e in episodes] == [(10000, 5), (10001, 5)]  # held out at 5
         assert row["deliveries_per_episode"] == [e["units"] for e in episodes]
         assert (out / f"macro_{name}.png").stat().st_size > 0
-    assert 0.0 <= summary["tests"]["per_agent"]["p"] <= 1.0
+    assert 0.0 <= summary["tests"]["per_agent"]["p"] <= 1.0 and 0.0 <= summary["tests"]["per_agent"]["shaped_p"] <= 1.0
+    for name, row in summary["policies"].items():  # the shaped return: a secondary, with its own CI
+        shaped = [json.loads(line)["shaped_return"] for line in (out / name / "eval.jsonl").read_text().splitlines()]
+        assert row["shaped_return_mean"] == pytest.approx(np.mean(shaped))
+        assert row["shaped_return_ci95"][0] <= row["shaped_return_mean"] <= row["shaped_return_ci95"][1]
     assert summary["eval_overrides"] == ["env.horizon=5"]
     rows = [json.loads(line) for line in (out / "per_agent" / "metrics.jsonl").read_text().splitlines()]
     assert len(rows) == 1 and len(rows[0]["units"]) == 2
