@@ -7,6 +7,7 @@
     python experiments/learning.py --cpu --game overcooked_h10         # 10-step, K = 16, 20 rounds, letter baseline
     python experiments/learning.py --cpu --game cleanup                # Melting Pot, 7 agents
     python experiments/learning.py --cpu --render-only                 # report from finished runs
+    python experiments/learning.py --cpu --root R2 --eval-seed0 10016  # replay on fresh held-out seeds
 
 One run trains the game's CPU setting (`SETTINGS`, fixed before any held-out episode was
 played) with per-agent adapters (`per_agent`) or one adapter shared by every agent
@@ -274,10 +275,11 @@ def summarize(name: str, episodes: list[dict], n_agents: int, out_dir: Path, uni
     return row
 
 
-def report(game: str, setting: Setting, rows: dict[str, dict], tests: dict[str, dict], times: dict) -> str:
+def report(game: str, setting: Setting, seeds: list[int], rows: dict[str, dict], tests: dict[str, dict],
+           times: dict) -> str:
     unit = setting.unit
     lines = [f"# Does PA-MAGRPO learn? {game} at CPU scale", "",
-             f"Held-out seeds {EVAL_SEED0}..{EVAL_SEED0 + setting.eval_episodes - 1}; score: real {unit} "
+             f"Held-out seeds {seeds[0]}..{seeds[-1]}; score: real {unit} "
              "counted from the env's events (not the shaped training reward).", "",
              f"| policy | episodes | {unit} (mean) | 95 % bootstrap CI | shaped return (secondary) | 95 % CI |",
              "|---|---|---|---|---|---|"]
@@ -303,6 +305,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--variants", nargs="+", default=["per_agent"], choices=sorted(VARIANTS))
     parser.add_argument("--root", default="runs/learning")
     parser.add_argument("--episodes", type=int, default=None, help="held-out episodes per policy")
+    parser.add_argument("--eval-seed0", type=int, default=EVAL_SEED0,
+                        help="first held-out seed (a fresh range confirms a result on episodes never looked at)")
     parser.add_argument("--render-only", action="store_true", help="report from finished pieces; play nothing")
     parser.add_argument("overrides", nargs="*", metavar="key=value", help="config overrides applied last")
     args = parser.parse_args(argv)
@@ -313,7 +317,9 @@ def main(argv: list[str] | None = None) -> int:
     if episodes < 2:
         raise SystemExit(f"--episodes must be >= 2 (a Mann-Whitney test needs them), got {episodes}")
     root = Path(args.root) / args.game
-    seeds = list(range(EVAL_SEED0, EVAL_SEED0 + episodes))
+    if args.eval_seed0 < EVAL_SEED0:
+        raise SystemExit(f"--eval-seed0 must be >= {EVAL_SEED0} (seeds below are not held out), got {args.eval_seed0}")
+    seeds = list(range(args.eval_seed0, args.eval_seed0 + episodes))
     times: dict[str, float] = {}
     model = None
     rows, tests, episodes_of = {}, {}, {}
@@ -353,10 +359,10 @@ def main(argv: list[str] | None = None) -> int:
                                   [e["shaped_return"] for e in episodes_of["frozen"]])
             tests[name] = {"u": mw.u, "p": mw.p_value, "effect": mw.effect_size,
                            "shaped_u": shaped.u, "shaped_p": shaped.p_value}
-    text = report(args.game, setting, rows, tests, times)
+    text = report(args.game, setting, seeds, rows, tests, times)
     common.write_text(root / "report.md", text)
     (root / "summary.json").write_text(json.dumps({"policies": rows, "tests": tests, "wall_s": times,
-                                                   "settings": list(setting.overrides),
+                                                   "seeds": seeds, "settings": list(setting.overrides),
                                                    "eval_overrides": list(setting.eval_overrides)}, indent=1))
     print(text)
     return 0
