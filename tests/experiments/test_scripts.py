@@ -118,7 +118,9 @@ def test_learning_trains_evaluates_frozen_and_trained_and_reports(tiny_model_dir
         shaped = [json.loads(line)["shaped_return"] for line in (out / name / "eval.jsonl").read_text().splitlines()]
         assert row["shaped_return_mean"] == pytest.approx(np.mean(shaped))
         assert row["shaped_return_ci95"][0] <= row["shaped_return_mean"] <= row["shaped_return_ci95"][1]
-    assert summary["eval_overrides"] == ["env.horizon=5"]
+    assert summary["eval_overrides"] == ["env.horizon=5"] and summary["seeds"] == [10000, 10001]
+    with pytest.raises(SystemExit, match="--eval-seed0 must be >= 10000"):  # training-style seeds are not held out
+        learning.main([*args, "--eval-seed0", "3"])
     rows = [json.loads(line) for line in (out / "per_agent" / "metrics.jsonl").read_text().splitlines()]
     assert len(rows) == 1 and len(rows[0]["units"]) == 2
     records = (out / "per_agent" / "decisions" / "round_0000.jsonl").read_text().splitlines()
