@@ -276,7 +276,7 @@ def summarize(name: str, episodes: list[dict], n_agents: int, out_dir: Path, uni
 
 
 def report(game: str, setting: Setting, seeds: list[int], rows: dict[str, dict], tests: dict[str, dict],
-           times: dict) -> str:
+           times: dict, overrides: list[str] = ()) -> str:
     unit = setting.unit
     lines = [f"# Does PA-MAGRPO learn? {game} at CPU scale", "",
              f"Held-out seeds {seeds[0]}..{seeds[-1]}; score: real {unit} "
@@ -293,6 +293,7 @@ def report(game: str, setting: Setting, seeds: list[int], rows: dict[str, dict],
         lines.append(f"| {name} vs frozen | {t['u']:.1f} | {t['p']:.4f} | {t['effect']:.2f} "
                      f"| {t['shaped_u']:.1f} | {t['shaped_p']:.4f} |")
     lines += ["", "Settings: " + " ".join(setting.overrides), "",
+              "Command-line overrides (applied last): " + (" ".join(overrides) or "(none)"), "",
               "Held-out episodes also: " + (" ".join(setting.eval_overrides) or "(none)"), "",
               "Wall time (s, this machine, shared): " + ", ".join(f"{k} {v:.0f}" for k, v in times.items())]
     return "\n".join(lines) + "\n"
@@ -359,10 +360,11 @@ def main(argv: list[str] | None = None) -> int:
                                   [e["shaped_return"] for e in episodes_of["frozen"]])
             tests[name] = {"u": mw.u, "p": mw.p_value, "effect": mw.effect_size,
                            "shaped_u": shaped.u, "shaped_p": shaped.p_value}
-    text = report(args.game, setting, seeds, rows, tests, times)
+    text = report(args.game, setting, seeds, rows, tests, times, args.overrides)
     common.write_text(root / "report.md", text)
     (root / "summary.json").write_text(json.dumps({"policies": rows, "tests": tests, "wall_s": times,
                                                    "seeds": seeds, "settings": list(setting.overrides),
+                                                   "overrides": list(args.overrides),
                                                    "eval_overrides": list(setting.eval_overrides)}, indent=1))
     print(text)
     return 0

@@ -119,6 +119,7 @@ def test_learning_trains_evaluates_frozen_and_trained_and_reports(tiny_model_dir
         assert row["shaped_return_mean"] == pytest.approx(np.mean(shaped))
         assert row["shaped_return_ci95"][0] <= row["shaped_return_mean"] <= row["shaped_return_ci95"][1]
     assert summary["eval_overrides"] == ["env.horizon=5"] and summary["seeds"] == [10000, 10001]
+    assert summary["overrides"] == [*tiny_args, "run.save_decisions=true"]  # a continued run's rounds show
     with pytest.raises(SystemExit, match="--eval-seed0 must be >= 10000"):  # training-style seeds are not held out
         learning.main([*args, "--eval-seed0", "3"])
     rows = [json.loads(line) for line in (out / "per_agent" / "metrics.jsonl").read_text().splitlines()]
@@ -129,6 +130,7 @@ def test_learning_trains_evaluates_frozen_and_trained_and_reports(tiny_model_dir
     assert (out / "per_agent" / "learning_curve.png").stat().st_size > 0
     report = (out / "report.md").read_text()
     assert "| per_agent vs frozen |" in report and "Held-out episodes also: env.horizon=5" in report
+    assert "Command-line overrides (applied last): " + " ".join(summary["overrides"]) in report
     # A second call plays nothing new: the finished evaluations are read back.
     stamp = (out / "frozen" / "eval.jsonl").stat().st_mtime
     assert learning.main(args) == 0
