@@ -34,6 +34,7 @@ import argparse
 import json
 import sys
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -276,7 +277,7 @@ def summarize(name: str, episodes: list[dict], n_agents: int, out_dir: Path, uni
 
 
 def report(game: str, setting: Setting, seeds: list[int], rows: dict[str, dict], tests: dict[str, dict],
-           times: dict, overrides: list[str] = ()) -> str:
+           times: dict, overrides: Sequence[str] = ()) -> str:
     unit = setting.unit
     lines = [f"# Does PA-MAGRPO learn? {game} at CPU scale", "",
              f"Held-out seeds {seeds[0]}..{seeds[-1]}; score: real {unit} "
