@@ -36,7 +36,7 @@ class RecordingOvercookedGame(OvercookedOptionsGame):
         self.records = []  # one StepRecord [K, A] per env step
 
     def step(self, choices):
-        states, self.execs, rec, sparse = self._step_rec(self.states, self.execs, jnp.asarray(choices, jnp.int32))
+        states, self.execs, rec, sparse, _ = self._step_rec(self.states, self.execs, jnp.asarray(choices, jnp.int32))
         self.records.append(rec)
         return self._stepped(states, sparse, jnp.sum(sparse, axis=-1))
 

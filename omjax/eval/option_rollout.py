@@ -83,7 +83,7 @@ def play_episode(
         for a in np.flatnonzero(need):
             choice[a] = int(policies[a](lib, state, int(a)))
             choices.append({"step": t, "aid": int(a), "opt": lib.schema.options[lib.inst_opt[choice[a]]].name})
-        state, ex, rec, sparse = step(state, ex, jnp.asarray(choice), active_jnp)
+        state, ex, rec, sparse, _ = step(state, ex, jnp.asarray(choice), active_jnp)
         deliveries += np.round(np.asarray(sparse) / lib.layout.delivery_reward).astype(np.int64)
         valid, inst, outcome = (np.asarray(x) for x in (rec.valid, rec.inst, rec.outcome))
         for a in np.flatnonzero(valid):

@@ -13,8 +13,8 @@
   Invalid emissions fall back to `wait`; invalid and no-op emissions are counted per agent.
 
 `OvercookedGame` holds what the three share: K host-side states, per-agent delivery counts, the
-team reward (the sum of every agent's deliveries plus `reward_shaping` times the progress bonus),
-prompts, positions and walls.
+team reward (the sum of every agent's deliveries plus `reward_shaping` times Overcooked-AI's
+shaped reward), prompts, positions and walls.
 """
 
 from __future__ import annotations
@@ -24,7 +24,6 @@ import jax.numpy as jnp
 import numpy as np
 
 from omjax.envs.overcooked.env import initial_state, transition
-from omjax.envs.overcooked.items import Item
 from omjax.envs.overcooked.layout import Layout, Terrain
 from omjax.games.base import Game, NativeActions
 from omjax.interfaces.compound_json import EmissionLedger, render_vocabulary
@@ -34,23 +33,6 @@ from omjax.options.overcooked import SCHEMA, OvercookedOptions, library
 from omjax.options.synthesis import read_guards
 from omjax.prompts import overcooked as prompts
 from omjax.prompts.memory import Memory
-
-# Progress bonuses of the shaped reward (the values of overcooked_ai_py's BASE_REW_SHAPING_PARAMS).
-ONION_IN_POT_BONUS = 3.0
-DISH_PICKUP_BONUS = 3.0
-SOUP_PICKUP_BONUS = 5.0
-
-
-def progress_rewards(state, next_state) -> jax.Array:
-    """Team progress bonus of one step: +3 per onion added to a pot, +3 per dish taken into a
-    hand, +5 per soup plated. Read off the state change; used only when `env.reward_shaping` > 0
-    (short CPU episodes, where a first delivery is out of reach)."""
-    onions = jnp.sum(jnp.maximum(next_state.pot_onions - state.pot_onions, 0))
-    held, after = state.held, next_state.held  # [A]
-    dishes = jnp.sum((held != Item.DISH) & (after == Item.DISH))
-    plated = jnp.sum((held == Item.DISH) & (after >= Item.SOUP))
-    return ONION_IN_POT_BONUS * onions + DISH_PICKUP_BONUS * dishes + SOUP_PICKUP_BONUS * plated
-
 
 def _stack(tree, k: int):
     return jax.tree.map(lambda x: jnp.broadcast_to(x, (k,) + x.shape), tree)
@@ -77,12 +59,15 @@ class OvercookedGame(Game):
         self.states = None
         self.deliveries = np.zeros((0, self.n_agents), np.int64)
 
-    def _reward(self, state, next_state, sparse) -> jax.Array:
-        """The team reward of one step (jittable): every agent's deliveries, shared, plus the
-        weighted progress bonus."""
+    def _reward(self, sparse, shaped) -> jax.Array:
+        """The team reward of one step (jittable): every agent's deliveries (sparse [A]), shared,
+        plus `reward_shaping` times Overcooked-AI's shaped reward (shaped [A], from `transition`:
+        +3 an ingredient potted, +3 a dish taken from the dispenser while a pot needs one
+        (`is_dish_pickup_useful`), +5 a soup plated). Shaping is 0 in the paper; short CPU
+        episodes, where a first delivery is out of reach, use it to give a cohort a spread."""
         reward = jnp.sum(sparse)
         if self.reward_shaping:
-            reward = reward + self.reward_shaping * progress_rewards(state, next_state)
+            reward = reward + self.reward_shaping * jnp.sum(shaped)
         return reward
 
     def reset(self, seeds: list[int]) -> None:
@@ -150,8 +135,8 @@ class OvercookedOptionsGame(OvercookedGame):
         lib, acting = self.lib, jnp.asarray(self.active)
 
         def one(state, ex, choice):
-            nxt, ex, rec, sparse = lib.option_step(state, ex, choice, acting)
-            return nxt, ex, self._reward(state, nxt, sparse), sparse, rec.valid, rec.outcome
+            nxt, ex, rec, sparse, shaped = lib.option_step(state, ex, choice, acting)
+            return nxt, ex, self._reward(sparse, shaped), sparse, rec.valid, rec.outcome
 
         self._step = jax.jit(jax.vmap(one))
         self.execs = None
@@ -191,8 +176,8 @@ class OvercookedNativeGame(NativeActions, OvercookedGame):
         lay = self.layout
 
         def one(state, actions):
-            nxt, sparse, _, _ = transition(lay, state, actions)
-            return nxt, self._reward(state, nxt, sparse), sparse
+            nxt, sparse, shaped, _ = transition(lay, state, actions)
+            return nxt, self._reward(sparse, shaped), sparse
 
         self._step = jax.jit(jax.vmap(one))
 

@@ -58,7 +58,7 @@ A rollout (one env; `jax.vmap` every call for `[E]` envs):
         letters = letter_ranks_jax(key_t, ~hidden)           # int32 [A, I], -1 = not shown
         # prompt text: items_from_ranks(SCHEMA, lib.instances, letters[a]) per deciding agent a
         choice = ...policy picks a visible instance per agent...      # int32 [A]
-        state, ex, rec, reward = lib.option_step(state, ex, choice, active)
+        state, ex, rec, sparse, shaped = lib.option_step(state, ex, choice, active)  # rewards [A]
         # rec.valid [A]: an execution finished this step, rec.outcome its success/failure code
 
 Python, for prompts: `lib.menu(state, agent, guards, episode_rng(seed, agent)) -> [MenuItem]`

@@ -359,7 +359,8 @@ class OvercookedOptions:
 
         `choice` int32 [A]: the instance each agent picks if it needs a decision (`ex.inst < 0`)
         and is `active` bool [A]; ignored otherwise. Inactive agents stay and never decide.
-        Returns (next_state, next_ex, StepRecord, sparse reward by agent float32 [A]).
+        Returns (next_state, next_ex, StepRecord, sparse reward by agent float32 [A], shaped
+        reward by agent float32 [A]: Overcooked-AI's progress bonus, `transition`'s).
         """
         agents = jnp.arange(self.num_agents)
         v = self.view(jnp, state)
@@ -380,7 +381,7 @@ class OvercookedOptions:
         left = ex.left - running
         timeout = running & ~final & (left <= 0)
         pre = self.effect_features(jnp, v, agents, inst)
-        next_state, sparse = transition(self.layout, state, act)[:2]
+        next_state, sparse, shaped = transition(self.layout, state, act)[:3]
         post = self.effect_features(jnp, self.view(jnp, next_state), agents, inst)
         ok = effect_holds_jax(self.effects, jnp.asarray(self.inst_opt)[inst], pre, post)
         done = final | timeout
@@ -390,7 +391,7 @@ class OvercookedOptions:
                             changed=done & jnp.any(pre != post, axis=-1),
                             contested=done & self.contested(jnp, v, act, inst))
         ex = ex.replace(inst=jnp.where(done, -1, ex.inst), left=left)
-        return next_state, ex, record, sparse
+        return next_state, ex, record, sparse, shaped
 
     def hidden_mask(self, table: menu_mod.GuardTable, state: State):
         """bool [A, I]: instances hidden from each agent by the guards (one env; jittable)."""
@@ -446,7 +447,7 @@ def _burnin_batch(lib: OvercookedOptions, num_envs: int, horizon: int, key, acti
     def episode(choice_seq, act):  # [T, A], [A]
         def body(carry, choice):
             state, ex = carry
-            state, ex, rec, _ = lib.option_step(state, ex, choice, act)
+            state, ex, rec, _, _ = lib.option_step(state, ex, choice, act)
             return (state, ex), rec
 
         carry = (initial_state(lib.layout), lib.init_exec())

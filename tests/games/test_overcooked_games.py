@@ -1,25 +1,29 @@
 """The Overcooked game adapter of the rollout engine."""
 
+import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
 
 from omjax.config import EnvConfig
-from omjax.envs.overcooked import initial_state, load_layout
-from omjax.envs.overcooked.items import Item
-from omjax.games.overcooked import progress_rewards
+from omjax.envs.overcooked.items import Action, Direction, Item
 from omjax.games.registry import make_game
 
 
-def test_progress_bonus_hand_values():
-    s = initial_state(load_layout("asymmetric_advantages"))
-    s = s.replace(held=np.array([Item.ONION, Item.DISH]))
-    # Agent 0 puts its onion in pot 0, agent 1 plates a soup: 3 + 5.
-    nxt = s.replace(held=np.array([Item.NONE, Item.SOUP_3]), pot_onions=np.array([1, 0]))
-    assert float(progress_rewards(s, nxt)) == 8.0
-    # Agent 0 takes a dish: 3; nothing else changed.
-    s2 = s.replace(held=np.array([Item.NONE, Item.NONE]))
-    assert float(progress_rewards(s2, s2.replace(held=np.array([Item.DISH, Item.NONE])))) == 3.0
-    assert float(progress_rewards(s, s)) == 0.0
+@pytest.mark.parametrize("pots, expected", [((0, 0), 0.0), ((1, 0), 3.0)])
+def test_team_reward_is_overcooked_ai_shaping(pots, expected):
+    """The shaped team reward is Overcooked-AI's: a dish taken while no pot holds anything is not
+    paid (`is_dish_pickup_useful`); one taken while a pot is filling is (+3)."""
+    game = make_game(EnvConfig(layout="five_by_five", horizon=5, reward_shaping=1.0), "native")
+    game.reset([0])
+    # Agent 1 at (3, 3) faces the dish dispenser (4, 3) to its east; agent 0 stands still.
+    state = game._state(0).replace(pos=np.array([[1, 1], [3, 3]], np.int32),
+                                   facing=np.array([Direction.WEST, Direction.EAST], np.int32),
+                                   pot_onions=np.array(pots, np.int32))
+    game.states = jax.tree.map(lambda x: jnp.asarray(x)[None], state)
+    reward = game.step(np.array([[Action.STAY, Action.INTERACT]], np.int32))
+    assert np.asarray(game.states.held)[0].tolist() == [Item.NONE, Item.DISH]
+    assert reward.tolist() == [expected]
 
 
 @pytest.mark.slow

@@ -278,7 +278,7 @@ def test_option_step_rollout_delivers_a_soup(lib):
                 choice = index[("wait", None)]
             else:
                 choice = index[queue.pop(0)]
-        state, ex, rec, sparse = step(state, ex, jnp.array([0, choice]), active)
+        state, ex, rec, sparse, _ = step(state, ex, jnp.array([0, choice]), active)
         reward += float(sparse.sum())
         if bool(rec.valid[1]):
             outcomes.append((oc.SCHEMA.options[lib.inst_opt[int(rec.inst[1])]].name, int(rec.outcome[1])))
