@@ -76,7 +76,8 @@ SETTINGS = {
     # Asymmetric Advantages: each cook has its own onions, pot and serving window, and a
     # feasible-menu policy that never picks `wait` or `drop_held` delivers about 0.5 soups in
     # 100 steps (0 for a uniform pick over the menu): horizon 100 is the shortest where
-    # deliveries are in reach. The progress bonus (+3 onion in pot, +3 dish, +5 soup plated)
+    # deliveries are in reach. The progress bonus (Overcooked-AI's shaped reward: +3 onion in pot,
+    # +3 dish taken while a pot needs one, +5 soup plated)
     # gives every cohort a spread. The LoRA setting is the one under which the SmolLM2 menu
     # bandit learned to read shuffled menus (`experiments/menu_bandit.py`: rank 16 on q, k, v, o
     # of the top 8 layers), at lr 1e-3 instead of 2e-3 because a 100-step round gives each
@@ -141,6 +142,8 @@ SETTINGS = {
     # A round (~135 decisions) costs ~170 s (pilot: 62-119 s rollouts + ~105 s update), so 20
     # rounds and two 16-episode evaluations (~23 min each at 150 steps, session 10) take ~105 min:
     # over the 90, for the rounds the estimate says are needed (~30 at 4.4x the bandit's).
+    # Sessions 6-14 trained every setting here under a former progress bonus that paid +3 for any
+    # dish picked up (useful or not); session 15 reran this one, unchanged, under Overcooked-AI's.
     "overcooked_h10": Setting(
         "quickstart_overcooked_smollm2.yaml",
         ("env.layout=asymmetric_advantages", "env.horizon=10", "env.reward_shaping=1.0", "lora.rank=16",
