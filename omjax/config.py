@@ -114,8 +114,9 @@ class EnvConfig:
     library `env.layout` names for Melting Pot."""
 
     reward_shaping: float = 0.0
-    """Weight of the Overcooked progress bonus added to the team reward (+3 onion in pot, +3
-    dish picked up, +5 soup plated). The paper trains on deliveries alone (0); short CPU
+    """Weight of the progress bonus added to the team reward: Overcooked-AI's shaped reward in
+    Overcooked (+3 onion in pot, +3 dish taken while a pot needs one, +5 soup plated), +1 per
+    dirt cell cleaned in Cleanup. The paper trains on the task reward alone (0); short CPU
     episodes, where no soup can be delivered, need it for a learning signal."""
 
     prompt_advice: bool = False

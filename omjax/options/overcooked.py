@@ -360,7 +360,7 @@ class OvercookedOptions:
         `choice` int32 [A]: the instance each agent picks if it needs a decision (`ex.inst < 0`)
         and is `active` bool [A]; ignored otherwise. Inactive agents stay and never decide.
         Returns (next_state, next_ex, StepRecord, sparse reward by agent float32 [A], shaped
-        reward by agent float32 [A]: Overcooked-AI's progress bonus, `transition`'s).
+        reward by agent float32 [A]: Overcooked-AI's, from `transition`).
         """
         agents = jnp.arange(self.num_agents)
         v = self.view(jnp, state)
