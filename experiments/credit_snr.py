@@ -2,6 +2,7 @@
 
     python experiments/credit_snr.py                                  # AA, horizons 20-100, K = 4 and 8
     python experiments/credit_snr.py --horizons 20 40 --episodes 256 --rollouts 8 16
+    python experiments/credit_snr.py --horizons 10 --rollouts 16 --options place_in_pot   # another direction
 
 PA-MAGRPO credits every decision of rollout k with the same cohort-normalised team return A_k.
 For a policy that picks uniformly from the shipped menus (what the frozen base amounts to under
@@ -13,8 +14,9 @@ on training-style seeds (0, 1, ...; never the held-out 10000+), the signal-to-no
 E[g] / std[g] says how reliably one cohort points the right way, and SNR^2 / (K x decisions per
 rollout) how much of it each decision buys (independent cohorts add SNR^2). That is the signal
 one adapter shared by the team gets (`train.shared_lora`); a per-agent adapter's gradient sees
-only its own agent's decisions, S_k^i, and the table gives its SNR too. The team reward is the
-training one: real deliveries plus `env.reward_shaping` times the progress bonus.
+only its own agent's decisions, S_k^i, and the table gives its SNR too. `--options` scores another
+direction, "pick these options more" (by default `wait drop_held`, the idle ones). The team reward
+is the training one: real deliveries plus `env.reward_shaping` times Overcooked-AI's shaped reward.
 
 Prints one row per (horizon, K) and one JSON line.
 """
@@ -37,18 +39,19 @@ from menu_policies import IDLE, play  # noqa: E402
 from omjax.config import load_config  # noqa: E402
 from omjax.games.registry import make_game  # noqa: E402
 from omjax.options.libraries import resolve_library  # noqa: E402
+from omjax.options.overcooked import SCHEMA  # noqa: E402
 
 
-def play_uniform(game, seeds: list[int]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def play_uniform(game, seeds: list[int], options=IDLE) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Uniform menu picks (`menu_policies.play`), one episode per seed. Returns the team's
-    training return R [n], the idle score S [n, N] and the decision count D [n, N] of each
-    episode and agent."""
+    training return R [n], the score S [n, N] of picking one of `options` and the decision
+    count D [n, N] of each episode and agent."""
     score = np.zeros((len(seeds), game.n_agents))
     count = np.zeros((len(seeds), game.n_agents))
 
     def on_pick(k: int, i: int, menu, j: int) -> None:
-        idle = np.array([it.opt in IDLE for it in menu], float)
-        score[k, i] += idle[j] - idle.mean()
+        chosen = np.array([it.opt in options for it in menu], float)
+        score[k, i] += chosen[j] - chosen.mean()
         count[k, i] += 1
 
     _, ret = play(game, "uniform", seeds, on_pick)
@@ -75,10 +78,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--episodes", type=int, default=128, help="pool of episodes per horizon")
     parser.add_argument("--draws", type=int, default=4000, help="cohorts drawn per (horizon, K)")
     parser.add_argument("--shaping", type=float, default=1.0, help="env.reward_shaping of the training return")
+    parser.add_argument("--options", nargs="+", default=list(IDLE), help="the direction: pick these options more")
     args = parser.parse_args(argv)
     if args.episodes < 2 * max(args.rollouts):
         raise SystemExit(f"--episodes must be >= 2 x the largest K ({2 * max(args.rollouts)}), "
                          f"got {args.episodes}")
+    unknown = sorted(set(args.options) - {o.name for o in SCHEMA.options})
+    if unknown:
+        raise SystemExit(f"--options: unknown Overcooked option(s) {unknown}; "
+                         f"known: {[o.name for o in SCHEMA.options]}")
     rng = np.random.default_rng(0)
     rows = []
     print("| horizon | decisions / episode | training return | corr(R, S) | K | cohort SNR, shared adapter "
@@ -90,7 +98,8 @@ def main(argv: list[str] | None = None) -> int:
                                            f"env.reward_shaping={args.shaping}"]))
         game = make_game(cfg.env, cfg.policy.action_interface)
         t0 = time.time()
-        ret, score, count = play_uniform(game, list(range(args.episodes)))  # [n], [n, N], [n, N]
+        # [n], [n, N], [n, N]
+        ret, score, count = play_uniform(game, list(range(args.episodes)), tuple(args.options))
         game.close()
         team_score, team_count = score.sum(axis=1), count.sum(axis=1)
         corr = (float(np.corrcoef(ret, team_score)[0, 1]) if ret.std() > 0 and team_score.std() > 0 else 0.0)
@@ -101,7 +110,7 @@ def main(argv: list[str] | None = None) -> int:
             per_kdec = 1000 * snr ** 2 / (k * team_count.mean())
             own = [cohort_snr(ret, score[:, i], k, args.draws, rng) for i in range(score.shape[1])]
             own_kdec = [1000 * s ** 2 / (k * count[:, i].mean()) for i, s in enumerate(own)]
-            rows.append({"layout": args.layout, "horizon": horizon, "decisions_per_episode": float(team_count.mean()),
+            rows.append({"layout": args.layout, "options": args.options, "horizon": horizon, "decisions_per_episode": float(team_count.mean()),
                          "return_mean": float(ret.mean()), "return_std": float(ret.std()), "corr": corr,
                          "K": k, "snr": snr, "snr2_per_1000_decisions": per_kdec, "snr_per_agent": own,
                          "snr2_per_1000_decisions_per_agent": own_kdec, "seconds": time.time() - t0})

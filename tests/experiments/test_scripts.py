@@ -165,6 +165,11 @@ def test_credit_snr_scores_idle_picks_and_reports_per_horizon(capsys):
     assert all(r["decisions_per_episode"] > 0 and r["snr2_per_1000_decisions"] >= 0 for r in result["rows"])
     assert all(len(r["snr_per_agent"]) == 2 and min(r["snr2_per_1000_decisions_per_agent"]) >= 0
                for r in result["rows"])  # one private adapter's view per agent
+    assert credit_snr.main(["--horizons", "6", "--episodes", "8", "--rollouts", "2", "--draws", "50",
+                            "--options", "pick_dish"]) == 0  # another direction
+    assert json.loads(capsys.readouterr().out.strip().splitlines()[-1])["rows"][0]["options"] == ["pick_dish"]
+    with pytest.raises(SystemExit, match="unknown Overcooked option"):
+        credit_snr.main(["--horizons", "6", "--options", "pick_dishes"])
 
 
 def test_idle_picks_compares_each_rounds_idle_share_with_uniform_picks(tmp_path, capsys):
