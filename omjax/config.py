@@ -119,6 +119,12 @@ class EnvConfig:
     dirt cell cleaned in Cleanup. The paper trains on the task reward alone (0); short CPU
     episodes, where no soup can be delivered, need it for a learning signal."""
 
+    start_held: str = ""
+    """Overcooked only: an item every agent holds when an episode starts (`onion`, `tomato`,
+    `dish`); empty, the layout's standard start (the paper's). A training-distribution knob for
+    short CPU episodes: with onions in hand the first decisions include potting them, the choice
+    the shaped reward pays most reliably. Not in the paper."""
+
     prompt_advice: bool = False
     """Add strategy advice the paper's prompts do not give to the Melting Pot system messages
     ("the team needs both cleaners and eaters", "restraint keeps the patches alive"). Off in the
@@ -131,6 +137,10 @@ class EnvConfig:
         _check(self.game in GAMES, "env.game", f"must be one of {GAMES}, got {self.game!r}")
         _check(self.horizon >= 1, "env.horizon", f"must be >= 1, got {self.horizon}")
         _check(self.n_agents >= 1, "env.n_agents", f"must be >= 1, got {self.n_agents}")
+        _check(self.start_held in ("", "onion", "tomato", "dish"), "env.start_held",
+               f"must be '', 'onion', 'tomato' or 'dish', got {self.start_held!r}")
+        _check(not self.start_held or self.game == "overcooked", "env.start_held",
+               f"is an Overcooked option; {self.game} starts from its own map")
 
 
 @dataclasses.dataclass(frozen=True)

@@ -24,6 +24,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from omjax.envs.overcooked.env import initial_state, transition
+from omjax.envs.overcooked.items import Item
 from omjax.envs.overcooked.layout import Layout, Terrain
 from omjax.games.base import Game, NativeActions
 from omjax.interfaces.compound_json import EmissionLedger, render_vocabulary
@@ -44,9 +45,10 @@ class OvercookedGame(Game):
     game = "overcooked"
 
     def __init__(self, layout: str | Layout, horizon: int, interface: str, reward_shaping: float = 0.0,
-                 option_library: str = "lib_a"):
+                 option_library: str = "lib_a", start_held: str = ""):
         """`layout`: a layout name, or a `Layout` (e.g. the solo test's one-player kitchen);
-        `option_library`: the candidate library (`omjax.options.overcooked.LIBRARIES`)."""
+        `option_library`: the candidate library (`omjax.options.overcooked.LIBRARIES`);
+        `start_held`: an item every agent holds when an episode starts (`env.start_held`)."""
         self.lib = (library(layout, option_library) if isinstance(layout, str)
                     else OvercookedOptions(layout, library=option_library))
         self.layout = self.lib.layout
@@ -55,6 +57,9 @@ class OvercookedGame(Game):
         self.interface = interface
         self.delivery_reward = self.layout.delivery_reward
         self.reward_shaping = float(reward_shaping)
+        if start_held and start_held.upper() not in Item.__members__:
+            raise ValueError(f"start_held: no Overcooked item {start_held!r}")
+        self.start_held = start_held
         self._system = prompts.system_message(self.n_agents, self.delivery_reward, interface)
         self.states = None
         self.deliveries = np.zeros((0, self.n_agents), np.int64)
@@ -73,7 +78,10 @@ class OvercookedGame(Game):
     def reset(self, seeds: list[int]) -> None:
         # Overcooked-AI starts every episode in the layout's standard state; the episode seed
         # acts through letter shuffles and sampling.
-        self.states = _stack(initial_state(self.layout), len(seeds))
+        start = initial_state(self.layout)
+        if self.start_held:
+            start = start.replace(held=jnp.full_like(start.held, int(Item[self.start_held.upper()])))
+        self.states = _stack(start, len(seeds))
         self._host = jax.tree.map(np.asarray, self.states)
         self.deliveries = np.zeros((len(seeds), self.n_agents), np.int64)
 
@@ -125,8 +133,8 @@ class OvercookedOptionsGame(OvercookedGame):
     """The option-menu interface: guard-filtered menus, call-and-return options."""
 
     def __init__(self, layout: str | Layout, horizon: int, guards_path: str, reward_shaping: float = 0.0,
-                 active=None, interface: str = "options", option_library: str = "lib_a"):
-        super().__init__(layout, horizon, interface, reward_shaping, option_library)
+                 active=None, interface: str = "options", option_library: str = "lib_a", start_held: str = ""):
+        super().__init__(layout, horizon, interface, reward_shaping, option_library, start_held)
         self.active = np.ones(self.n_agents, bool) if active is None else np.asarray(active, bool)
         if self.active.shape != (self.n_agents,) or not self.active.any():
             raise ValueError(f"active must flag at least one of the {self.n_agents} agents, got {active}")
@@ -170,8 +178,8 @@ class OvercookedOptionsGame(OvercookedGame):
 class OvercookedNativeGame(NativeActions, OvercookedGame):
     """Primitive actions (N, S, E, W, STAY, INTERACT), one LLM decision per agent per env step."""
 
-    def __init__(self, layout: str, horizon: int, reward_shaping: float = 0.0):
-        super().__init__(layout, horizon, "native", reward_shaping)
+    def __init__(self, layout: str, horizon: int, reward_shaping: float = 0.0, start_held: str = ""):
+        super().__init__(layout, horizon, "native", reward_shaping, start_held=start_held)
         self.use_actions(native_action_set("overcooked"), idle="stay")
         lay = self.layout
 
@@ -189,9 +197,10 @@ class OvercookedNativeGame(NativeActions, OvercookedGame):
 class OvercookedCompoundGame(EmissionLedger, OvercookedOptionsGame):
     """Free compound-JSON actions executed by the option executor, no feasibility filter."""
 
-    def __init__(self, layout: str, horizon: int, reward_shaping: float = 0.0, option_library: str = "lib_a"):
+    def __init__(self, layout: str, horizon: int, reward_shaping: float = 0.0, option_library: str = "lib_a",
+                 start_held: str = ""):
         super().__init__(layout, horizon, guards_path="", reward_shaping=reward_shaping, interface="compound_json",
-                         option_library=option_library)
+                         option_library=option_library, start_held=start_held)
         schema, instances = self.lib.schema, self.lib.instances
         # Every guardless instance, in construction order: the table replies are resolved in.
         self._menu = items_from_ranks(schema, instances, np.arange(len(instances)))

@@ -122,10 +122,11 @@ def _overcooked(env: EnvConfig, interface: str) -> Game:
     lib = library_of(env)
     if interface == "options":
         return OvercookedOptionsGame(env.layout, env.horizon, guards_file(env), env.reward_shaping,
-                                     option_library=lib)
+                                     option_library=lib, start_held=env.start_held)
     if interface == "native":
-        return OvercookedNativeGame(env.layout, env.horizon, env.reward_shaping)
-    return OvercookedCompoundGame(env.layout, env.horizon, env.reward_shaping, option_library=lib)
+        return OvercookedNativeGame(env.layout, env.horizon, env.reward_shaping, start_held=env.start_held)
+    return OvercookedCompoundGame(env.layout, env.horizon, env.reward_shaping, option_library=lib,
+                                  start_held=env.start_held)
 
 
 def _meltingpot(env: EnvConfig, interface: str) -> Game:

@@ -38,3 +38,20 @@ def test_overcooked_adapter_menus_and_steps():
     assert reward.shape == (3,) and np.all(reward == 0)
     with pytest.raises(ValueError, match="env.layout: game 'cleanup' has no layout 'asymmetric_advantages'"):
         make_game(EnvConfig(game="cleanup", n_agents=7), "compound_json")
+
+
+def test_start_held_puts_the_item_in_every_hand_and_on_the_menu():
+    game = make_game(EnvConfig(layout="asymmetric_advantages", horizon=5, start_held="onion"), "options")
+    game.reset([0, 1])
+    assert (np.asarray(game.states.held) == Item.ONION).all()
+    assert "place_in_pot" in {it.opt for it in game.menu(0, 0, np.random.default_rng(0))}
+    plain = make_game(EnvConfig(layout="asymmetric_advantages", horizon=5), "options")
+    plain.reset([0])
+    assert (np.asarray(plain.states.held) == Item.NONE).all()
+
+
+@pytest.mark.parametrize("bad, match", [({"start_held": "onions"}, "env.start_held"),
+                                        ({"start_held": "onion", "game": "cleanup"}, "env.start_held")])
+def test_start_held_rejects_bad_values(bad, match):
+    with pytest.raises(ValueError, match=match):
+        EnvConfig(**bad)
