@@ -76,8 +76,9 @@ class OvercookedGame(Game):
         return reward
 
     def reset(self, seeds: list[int]) -> None:
-        # Overcooked-AI starts every episode in the layout's standard state; the episode seed
-        # acts through letter shuffles and sampling.
+        # Overcooked-AI starts every episode in the layout's standard state (here with
+        # `start_held` in every hand, if set); the episode seed acts through letter shuffles and
+        # sampling.
         start = initial_state(self.layout)
         if self.start_held:
             start = start.replace(held=jnp.full_like(start.held, int(Item[self.start_held.upper()])))
