@@ -110,7 +110,8 @@ def main(argv: list[str] | None = None) -> int:
             per_kdec = 1000 * snr ** 2 / (k * team_count.mean())
             own = [cohort_snr(ret, score[:, i], k, args.draws, rng) for i in range(score.shape[1])]
             own_kdec = [1000 * s ** 2 / (k * count[:, i].mean()) for i, s in enumerate(own)]
-            rows.append({"layout": args.layout, "options": args.options, "horizon": horizon, "decisions_per_episode": float(team_count.mean()),
+            rows.append({"layout": args.layout, "options": args.options, "horizon": horizon,
+                         "decisions_per_episode": float(team_count.mean()),
                          "return_mean": float(ret.mean()), "return_std": float(ret.std()), "corr": corr,
                          "K": k, "snr": snr, "snr2_per_1000_decisions": per_kdec, "snr_per_agent": own,
                          "snr2_per_1000_decisions_per_agent": own_kdec, "seconds": time.time() - t0})

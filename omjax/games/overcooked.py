@@ -24,7 +24,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from omjax.envs.overcooked.env import initial_state, transition
-from omjax.envs.overcooked.items import Item
+from omjax.envs.overcooked.items import item_from_name
 from omjax.envs.overcooked.layout import Layout, Terrain
 from omjax.games.base import Game, NativeActions
 from omjax.interfaces.compound_json import EmissionLedger, render_vocabulary
@@ -57,9 +57,7 @@ class OvercookedGame(Game):
         self.interface = interface
         self.delivery_reward = self.layout.delivery_reward
         self.reward_shaping = float(reward_shaping)
-        if start_held and start_held.upper() not in Item.__members__:
-            raise ValueError(f"start_held: no Overcooked item {start_held!r}")
-        self.start_held = start_held
+        self._start_item = item_from_name(start_held) if start_held else None
         self._system = prompts.system_message(self.n_agents, self.delivery_reward, interface)
         self.states = None
         self.deliveries = np.zeros((0, self.n_agents), np.int64)
@@ -80,8 +78,8 @@ class OvercookedGame(Game):
         # `start_held` in every hand, if set); the episode seed acts through letter shuffles and
         # sampling.
         start = initial_state(self.layout)
-        if self.start_held:
-            start = start.replace(held=jnp.full_like(start.held, int(Item[self.start_held.upper()])))
+        if self._start_item is not None:
+            start = start.replace(held=jnp.full_like(start.held, self._start_item))
         self.states = _stack(start, len(seeds))
         self._host = jax.tree.map(np.asarray, self.states)
         self.deliveries = np.zeros((len(seeds), self.n_agents), np.int64)
