@@ -3,6 +3,7 @@
     python experiments/credit_snr.py                                  # AA, horizons 20-100, K = 4 and 8
     python experiments/credit_snr.py --horizons 20 40 --episodes 256 --rollouts 8 16
     python experiments/credit_snr.py --horizons 10 --rollouts 16 --options place_in_pot   # another direction
+    python experiments/credit_snr.py --horizons 20 100 --rollouts 16 --credit episode reward_to_go
 
 PA-MAGRPO credits every decision of rollout k with the same cohort-normalised team return A_k.
 For a policy that picks uniformly from the shipped menus (what the frozen base amounts to under
@@ -15,8 +16,12 @@ E[g] / std[g] says how reliably one cohort points the right way, and SNR^2 / (K 
 rollout) how much of it each decision buys (independent cohorts add SNR^2). That is the signal
 one adapter shared by the team gets (`train.shared_lora`); a per-agent adapter's gradient sees
 only its own agent's decisions, S_k^i, and the table gives its SNR too. `--options` scores another
-direction, "pick these options more" (by default `wait drop_held`, the idle ones). The team reward
-is the training one: real deliveries plus `env.reward_shaping` times Overcooked-AI's shaped reward.
+direction, "pick these options more" (by default `wait drop_held`, the idle ones). `--credit`
+says what credits a decision, as `train.advantage` does (the trainer's own functions compute the
+advantages): `episode`, the paper's whole-return A_k, or `reward_to_go`, A_{k,t} from the
+return after the decision's step t (then S is scored per step: g = sum A_{k,t} S_{k,t}). The team
+reward is the training one: real deliveries plus `env.reward_shaping` times Overcooked-AI's
+shaped reward.
 
 Prints one row per (horizon, K) and one JSON line.
 """
@@ -29,6 +34,8 @@ import sys
 import time
 from pathlib import Path
 
+import jax
+import jax.numpy as jnp
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -40,33 +47,42 @@ from omjax.config import load_config  # noqa: E402
 from omjax.games.registry import make_game  # noqa: E402
 from omjax.options.libraries import resolve_library  # noqa: E402
 from omjax.options.overcooked import SCHEMA  # noqa: E402
+from omjax.train import grpo  # noqa: E402
 
 
 def play_uniform(game, seeds: list[int], options=IDLE) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Uniform menu picks (`menu_policies.play`), one episode per seed. Returns the team's
-    training return R [n], the score S [n, N] of picking one of `options` and the decision
-    count D [n, N] of each episode and agent."""
-    score = np.zeros((len(seeds), game.n_agents))
+    training reward at each step [n, T], the score [n, T, N] of picking one of `options` (each
+    agent's picks at each step) and the decision count [n, N] of each episode and agent."""
+    score = np.zeros((len(seeds), game.horizon, game.n_agents))
     count = np.zeros((len(seeds), game.n_agents))
 
-    def on_pick(k: int, i: int, menu, j: int) -> None:
+    def on_pick(k: int, i: int, menu, j: int, t: int) -> None:
         chosen = np.array([it.opt in options for it in menu], float)
-        score[k, i] += chosen[j] - chosen.mean()
+        score[k, t, i] += chosen[j] - chosen.mean()
         count[k, i] += 1
 
-    _, ret = play(game, "uniform", seeds, on_pick)
-    return ret, score, count
+    _, rewards = play(game, "uniform", seeds, on_pick)
+    return rewards, score, count
 
 
-def cohort_snr(ret: np.ndarray, score: np.ndarray, k: int, draws: int, rng: np.random.Generator) -> float:
-    """E[g] / std[g] of g = sum_k A_k S_k over cohorts of `k` episodes drawn without replacement
-    (a cohort with no spread gives g = 0, as the trainer makes no update)."""
-    g = np.zeros(draws)
-    for d in range(draws):
-        idx = rng.choice(len(ret), k, replace=False)
-        r = ret[idx]
-        if r.std() > 0:
-            g[d] = float((((r - r.mean()) / r.std()) * score[idx]).sum())
+_episode = jax.jit(jax.vmap(grpo.group_advantages))  # [D, K] -> [D, K]
+_to_go = jax.jit(jax.vmap(grpo.reward_to_go_advantages))  # [D, K, T] -> [D, K, T]
+
+
+def cohort_snr(rewards: np.ndarray, score: np.ndarray, k: int, draws: int, rng: np.random.Generator,
+               credit: str = "episode") -> float:
+    """E[g] / std[g] of g = sum over a cohort's decisions of advantage x score, over cohorts of
+    `k` episodes drawn without replacement from `rewards` [n, T] (score [n, T]); the advantages
+    are the trainer's (`grpo`), so a cohort with no spread gives g = 0, as the trainer makes no
+    update."""
+    idx = np.stack([rng.choice(len(rewards), k, replace=False) for _ in range(draws)])  # [D, K]
+    if credit == "episode":
+        adv = np.asarray(_episode(jnp.asarray(rewards[idx].sum(axis=-1), jnp.float32))[0])  # [D, K]
+        g = (adv * score[idx].sum(axis=-1)).sum(axis=-1)  # [D]
+    else:
+        adv = np.asarray(_to_go(jnp.asarray(rewards[idx], jnp.float32))[0])  # [D, K, T]
+        g = (adv * score[idx]).sum(axis=(-2, -1))  # [D]
     return float(g.mean() / g.std()) if g.std() > 0 else 0.0
 
 
@@ -79,6 +95,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--draws", type=int, default=4000, help="cohorts drawn per (horizon, K)")
     parser.add_argument("--shaping", type=float, default=1.0, help="env.reward_shaping of the training return")
     parser.add_argument("--options", nargs="+", default=list(IDLE), help="the direction: pick these options more")
+    parser.add_argument("--credit", nargs="+", default=["episode"], choices=["episode", "reward_to_go"],
+                        help="what credits a decision (train.advantage)")
     args = parser.parse_args(argv)
     if args.episodes < 2 * max(args.rollouts):
         raise SystemExit(f"--episodes must be >= 2 x the largest K ({2 * max(args.rollouts)}), "
@@ -89,35 +107,36 @@ def main(argv: list[str] | None = None) -> int:
                          f"known: {[o.name for o in SCHEMA.options]}")
     rng = np.random.default_rng(0)
     rows = []
-    print("| horizon | decisions / episode | training return | corr(R, S) | K | cohort SNR, shared adapter "
+    print("| horizon | decisions / episode | training return | corr(R, S) | credit | K | cohort SNR, shared adapter "
           "| SNR^2 per 1,000 decisions | cohort SNR, per-agent adapters (agent 0 / 1) | SNR^2 per 1,000 |")
-    print("|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for horizon in args.horizons:
         cfg = resolve_library(load_config(common.CONFIGS / "quickstart_overcooked_smollm2.yaml",
                                           [f"env.layout={args.layout}", f"env.horizon={horizon}",
                                            f"env.reward_shaping={args.shaping}"]))
         game = make_game(cfg.env, cfg.policy.action_interface)
         t0 = time.time()
-        # [n], [n, N], [n, N]
-        ret, score, count = play_uniform(game, list(range(args.episodes)), tuple(args.options))
+        # [n, T], [n, T, N], [n, N]
+        rewards, score, count = play_uniform(game, list(range(args.episodes)), tuple(args.options))
         game.close()
-        team_score, team_count = score.sum(axis=1), count.sum(axis=1)
+        ret, team_score, team_count = rewards.sum(axis=1), score.sum(axis=(1, 2)), count.sum(axis=1)
         corr = (float(np.corrcoef(ret, team_score)[0, 1]) if ret.std() > 0 and team_score.std() > 0 else 0.0)
-        for k in args.rollouts:
-            # One shared adapter's gradient sees every agent's decisions (the team's S); a private
-            # adapter's sees only its agent's own (S_i), so it gets less of the same signal.
-            snr = cohort_snr(ret, team_score, k, args.draws, rng)
-            per_kdec = 1000 * snr ** 2 / (k * team_count.mean())
-            own = [cohort_snr(ret, score[:, i], k, args.draws, rng) for i in range(score.shape[1])]
-            own_kdec = [1000 * s ** 2 / (k * count[:, i].mean()) for i, s in enumerate(own)]
-            rows.append({"layout": args.layout, "options": args.options, "horizon": horizon,
-                         "decisions_per_episode": float(team_count.mean()),
-                         "return_mean": float(ret.mean()), "return_std": float(ret.std()), "corr": corr,
-                         "K": k, "snr": snr, "snr2_per_1000_decisions": per_kdec, "snr_per_agent": own,
-                         "snr2_per_1000_decisions_per_agent": own_kdec, "seconds": time.time() - t0})
-            print(f"| {horizon} | {team_count.mean():.1f} | {ret.mean():.1f} ± {ret.std():.1f} | {corr:+.3f} | {k} | "
-                  f"{snr:+.3f} | {per_kdec:.3f} | {' / '.join(f'{s:+.3f}' for s in own)} | "
-                  f"{' / '.join(f'{v:.3f}' for v in own_kdec)} |", flush=True)
+        for credit in args.credit:
+            for k in args.rollouts:
+                # One shared adapter's gradient sees every agent's decisions (the team's S); a private
+                # adapter's sees only its agent's own (S_i), so it gets less of the same signal.
+                snr = cohort_snr(rewards, score.sum(axis=2), k, args.draws, rng, credit)
+                per_kdec = 1000 * snr ** 2 / (k * team_count.mean())
+                own = [cohort_snr(rewards, score[:, :, i], k, args.draws, rng, credit) for i in range(score.shape[2])]
+                own_kdec = [1000 * s ** 2 / (k * count[:, i].mean()) for i, s in enumerate(own)]
+                rows.append({"layout": args.layout, "options": args.options, "horizon": horizon, "credit": credit,
+                             "decisions_per_episode": float(team_count.mean()),
+                             "return_mean": float(ret.mean()), "return_std": float(ret.std()), "corr": corr,
+                             "K": k, "snr": snr, "snr2_per_1000_decisions": per_kdec, "snr_per_agent": own,
+                             "snr2_per_1000_decisions_per_agent": own_kdec, "seconds": time.time() - t0})
+                print(f"| {horizon} | {team_count.mean():.1f} | {ret.mean():.1f} ± {ret.std():.1f} | {corr:+.3f} | "
+                      f"{credit} | {k} | {snr:+.3f} | {per_kdec:.3f} | {' / '.join(f'{s:+.3f}' for s in own)} | "
+                      f"{' / '.join(f'{v:.3f}' for v in own_kdec)} |", flush=True)
     print(json.dumps({"experiment": "credit_snr", "episodes": args.episodes, "rows": rows}))
     return 0
 

@@ -44,25 +44,25 @@ def pick(policy: str, menu, rng: np.random.Generator) -> int:
 
 
 def play(game, policy: str, seeds: list[int], on_pick=None) -> tuple[np.ndarray, np.ndarray]:
-    """One episode per seed, all stepped together. Returns each episode's team deliveries and
-    its training return (the games' step rewards summed, progress bonus included): [n], [n].
-    `on_pick(k, i, menu, j)`, if given, sees every pick (agent i of episode k chose position j of
-    `menu`)."""
+    """One episode per seed, all stepped together. Returns each episode's team deliveries [n]
+    and its training reward at each step (the games' step rewards, progress bonus included)
+    [n, T]. `on_pick(k, i, menu, j, t)`, if given, sees every pick (agent i of episode k chose
+    position j of `menu` at step t)."""
     game.reset(seeds)
     n = game.n_agents
     letter_rngs = [[np.random.default_rng([s, i]) for i in range(n)] for s in seeds]
     pick_rngs = [np.random.default_rng([s, 1 << 20]) for s in seeds]
     choices = np.zeros((len(seeds), n), np.int32)
-    returns = np.zeros(len(seeds))
-    for _ in range(game.horizon):
+    rewards = np.zeros((len(seeds), game.horizon))
+    for t in range(game.horizon):
         for k, i in np.argwhere(game.needs_decision()):
             menu = game.menu(int(k), int(i), letter_rngs[k][i])
             j = pick(policy, menu, pick_rngs[k])
             if on_pick is not None:
-                on_pick(int(k), int(i), menu, j)
+                on_pick(int(k), int(i), menu, j, t)
             choices[k, i] = menu[j].index
-        returns += np.asarray(game.step(choices), float)
-    return game.agent_returns().sum(axis=1), returns
+        rewards[:, t] = np.asarray(game.step(choices), float)
+    return game.agent_returns().sum(axis=1), rewards
 
 
 def main(argv: list[str] | None = None) -> int:

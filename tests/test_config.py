@@ -45,7 +45,7 @@ def test_unknown_key_is_an_error_naming_it(tmp_path):
     ("train.clip_eps=1.5", "train.clip_eps"), ("lora.rank=0", "lora.rank"),
     ("lora.targets=q,qkv", "lora.targets: unknown LoRA targets ['qkv']"), ("lora.targets=q,q", "lora.targets"),
     ("policy.action_interface=compound_json", "policy.decision_mode: letter mode scores menu letters"),
-    ("train.letter_augment=-1", "train.letter_augment"),
+    ("train.letter_augment=-1", "train.letter_augment"), ("train.advantage=gae", "train.advantage"),
 ])
 def test_bad_values_name_the_key(override, key):
     with pytest.raises(ConfigError, match=re.escape(key)):

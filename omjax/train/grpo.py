@@ -30,6 +30,29 @@ def group_advantages(returns: jax.Array) -> tuple[jax.Array, jax.Array]:
     return adv, zero_spread
 
 
+def reward_to_go_advantages(rewards: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """Group-relative advantage of a decision taken at step t: the cohort-normalised return
+    from t on, A_{k,t} = (G_{k,t} - mean_k G_{.,t}) / std_k G_{.,t}, G_{k,t} = sum_{u >= t} r_{k,u}.
+
+    Not in the paper (Algorithm 1 credits every decision with the whole return, `group_advantages`,
+    which is this at t = 0). A decision cannot change the rewards paid before it, so leaving them
+    out removes noise and no signal; the K rollouts of a cohort start from one state, so the
+    cohort mean at each step is a baseline that does not depend on the decision.
+
+    Args:
+      rewards: [K, T] team reward of each rollout at each env step.
+    Returns:
+      advantages [K, T] (zero at a step where the K returns-to-go are all alike) and
+      zero_spread, a bool scalar: true when that holds at every step (nothing to learn).
+    """
+    rewards = jnp.asarray(rewards, jnp.float32)  # [K, T]
+    to_go = jnp.cumsum(rewards[:, ::-1], axis=1)[:, ::-1]  # [K, T]
+    std = jnp.std(to_go, axis=0)  # [T]
+    flat = std <= ZERO_SPREAD_TOL  # [T]
+    adv = jnp.where(flat, 0.0, (to_go - jnp.mean(to_go, axis=0)) / jnp.where(flat, 1.0, std))  # [K, T]
+    return adv, jnp.all(flat)
+
+
 def masked_mean(x: jax.Array, mask: jax.Array) -> jax.Array:
     """Mean of x over entries where mask is true; 0 when nothing is valid."""
     mask = mask.astype(x.dtype)

@@ -91,11 +91,16 @@ class RolloutBatch:
     """A round's K joint rollouts."""
 
     decisions: list[Decision]
-    returns: np.ndarray
-    """[K] team return of each rollout."""
+    rewards: np.ndarray
+    """[K, T] team reward of each rollout at each env step."""
     n_agents: int
     steps: int
     """Env steps per rollout."""
+
+    @property
+    def returns(self) -> np.ndarray:
+        """[K] team return of each rollout."""
+        return self.rewards.sum(axis=1)
 
     def decision_counts(self) -> np.ndarray:
         """[A] decisions per agent over the K rollouts."""
@@ -421,7 +426,7 @@ def collect_group(game: Game, decider: Decider, base: Any, bank: Any, n_rollouts
         raise ValueError("augment reletters scored menus: it needs letter mode")
     augment_rngs = [[np.random.default_rng([e, i, 1 << 21]) for i in range(n)] for e in episodes] if augment else []
     fallback_rngs = [np.random.default_rng([s, round_idx, 1 << 20]) for s in seeds]
-    returns = np.zeros(total)
+    rewards = np.zeros((total, game.horizon))
     decisions: list[list[Decision]] = [[] for _ in seeds]
     choices = np.zeros((total, n), np.int32)
     system = game.system_message()
@@ -470,13 +475,13 @@ def collect_group(game: Game, decider: Decider, base: Any, bank: Any, n_rollouts
         reward = game.step(choices)
         if on_step is not None:
             on_step(game)
-        returns += reward
+        rewards[:, t] = reward
         for k in range(total):
             for i in range(n):
                 memories[k][i].stepped(reward[k])
-        bar.set_postfix(decisions=sum(map(len, decisions)), ret=f"{returns.mean():.1f}")
+        bar.set_postfix(decisions=sum(map(len, decisions)), ret=f"{rewards[:, :t + 1].sum(axis=1).mean():.1f}")
     bar.close()
-    return [RolloutBatch(decisions=decisions[s], returns=returns[s * n_rollouts:(s + 1) * n_rollouts],
+    return [RolloutBatch(decisions=decisions[s], rewards=rewards[s * n_rollouts:(s + 1) * n_rollouts],
                          n_agents=n, steps=game.horizon) for s in range(n_seeds)]
 
 
@@ -516,9 +521,14 @@ def update_inputs(decisions: list[Decision], policy: LetterPolicy | SamplePolicy
     with its advantage and state; the rollout never scored them, so a batch holding any leaves
     `old_logp` None (the update scores every row under the adapter it starts from).
 
+    `advantages` is [R] (one per rollout: `decision.rollout` indexes it) or [R, T] (one per
+    rollout and env step, `train.advantage=reward_to_go`: `decision.step` indexes its columns).
     `letter_baseline`: each row's advantage less the mean over the adapter's rows that picked
     the same letter (`train.letter_baseline`).
     """
+    if advantages.ndim not in (1, 2):
+        raise ValueError(f"advantages must be [rollouts] or [rollouts, steps], got shape {advantages.shape}")
+    per_step = advantages.ndim == 2
     relettered = any(d.variants for d in decisions)
     if relettered:
         decisions = [row for d in decisions for row in (
@@ -540,7 +550,7 @@ def update_inputs(decisions: list[Decision], policy: LetterPolicy | SamplePolicy
     per_group = []
     for gi, g in enumerate(groups):
         tokens, mask = inference.left_pad(seqs[gi], length, decider.pad_id, rows=b)
-        adv[gi, : len(g)] = [advantages[d.rollout] for d in g]
+        adv[gi, : len(g)] = [advantages[d.rollout, d.step] if per_step else advantages[d.rollout] for d in g]
         if letter_baseline:
             adv[gi, : len(g)] -= letter_means(adv[gi, : len(g)], [d.menu[d.action].letter for d in g])
         old[gi, : len(g)] = [d.logp for d in g]

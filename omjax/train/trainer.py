@@ -52,6 +52,7 @@ from omjax.train.update import (UpdateSettings, active_minibatches, init_opt_sta
 
 
 _advantages = jax.jit(grpo.group_advantages)
+_advantages_to_go = jax.jit(grpo.reward_to_go_advantages)
 
 ESTIMATE_TOKENS = 768
 """Sequence length the memory estimate assumes when `train.update_tokens` does not fix one (the
@@ -257,7 +258,10 @@ class Trainer:
         t1 = time.time()
         advs, zeros = [], []
         for b in batches:
-            adv, zero = _advantages(jnp.asarray(b.returns, jnp.float32))
+            if cfg.train.advantage == "reward_to_go":
+                adv, zero = _advantages_to_go(jnp.asarray(b.rewards, jnp.float32))  # [K, T]
+            else:
+                adv, zero = _advantages(jnp.asarray(b.returns, jnp.float32))  # [K]
             advs.append(np.asarray(adv))
             zeros.append(bool(zero))
         will = [cfg.train.train and not z and bool(b.decisions) for z, b in zip(zeros, batches)]
@@ -325,7 +329,7 @@ class Trainer:
             "deliveries": units.tolist(),
             "deliveries_mean": float(np.mean(units)),
             "shaping_bonus_mean": mean_return - float(np.mean(units)) * self.game.delivery_reward,
-            "advantages": adv.tolist(),
+            "advantages": (adv if adv.ndim == 1 else adv[:, 0]).tolist(),  # [K]: the whole return's
             "zero_spread": zero,
             "updated": bool(updated),
             "decisions_per_agent": batch.decision_counts().tolist(),

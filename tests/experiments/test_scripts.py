@@ -155,10 +155,19 @@ def test_menu_policies_plays_the_real_menus_and_no_idle_skips_idle_options(capsy
 def test_credit_snr_scores_idle_picks_and_reports_per_horizon(capsys):
     import credit_snr
 
-    assert credit_snr.cohort_snr(np.array([1.0, 1.0, 1.0]), np.array([1.0, -1.0, 0.0]), 2, 20,
-                                 np.random.default_rng(0)) == 0.0  # no spread in any cohort: no signal
-    ret, score = np.array([0.0, 1.0, 2.0, 3.0]), np.array([3.0, 2.0, 1.0, 0.0])
+    flat = np.ones((3, 1))  # [n, T = 1]: no spread in any cohort, no signal
+    assert credit_snr.cohort_snr(flat, np.array([[1.0], [-1.0], [0.0]]), 2, 20, np.random.default_rng(0)) == 0.0
+    ret, score = np.array([[0.0], [1.0], [2.0], [3.0]]), np.array([[3.0], [2.0], [1.0], [0.0]])
     assert credit_snr.cohort_snr(ret, score, 2, 200, np.random.default_rng(0)) < 0  # idle picks pay less
+    # Reward-to-go: an idle pick at step 1 is scored against what came after it only. Here the
+    # step-0 reward is noise (independent of the pick), so it dilutes the whole-return credit.
+    rng = np.random.default_rng(1)
+    idle = rng.integers(0, 2, 64).astype(float)  # [n] picked idle at step 1 or not
+    rewards = np.stack([5 * rng.integers(0, 2, 64), 1.0 - idle], axis=1)  # [n, T = 2]
+    score = np.stack([np.zeros(64), idle - 0.5], axis=1)
+    episode = credit_snr.cohort_snr(rewards, score, 8, 400, np.random.default_rng(0), "episode")
+    to_go = credit_snr.cohort_snr(rewards, score, 8, 400, np.random.default_rng(0), "reward_to_go")
+    assert to_go < episode < 0 and to_go < -3, (episode, to_go)
     assert credit_snr.main(["--horizons", "4", "6", "--episodes", "8", "--rollouts", "2", "4", "--draws", "50"]) == 0
     result = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert [(r["horizon"], r["K"]) for r in result["rows"]] == [(4, 2), (4, 4), (6, 2), (6, 4)]
@@ -166,8 +175,9 @@ def test_credit_snr_scores_idle_picks_and_reports_per_horizon(capsys):
     assert all(len(r["snr_per_agent"]) == 2 and min(r["snr2_per_1000_decisions_per_agent"]) >= 0
                for r in result["rows"])  # one private adapter's view per agent
     assert credit_snr.main(["--horizons", "6", "--episodes", "8", "--rollouts", "2", "--draws", "50",
-                            "--options", "pick_dish"]) == 0  # another direction
-    assert json.loads(capsys.readouterr().out.strip().splitlines()[-1])["rows"][0]["options"] == ["pick_dish"]
+                            "--options", "pick_dish", "--credit", "episode", "reward_to_go"]) == 0  # another direction
+    rows = json.loads(capsys.readouterr().out.strip().splitlines()[-1])["rows"]
+    assert [(r["options"], r["credit"]) for r in rows] == [(["pick_dish"], "episode"), (["pick_dish"], "reward_to_go")]
     with pytest.raises(SystemExit, match="unknown Overcooked option"):
         credit_snr.main(["--horizons", "6", "--options", "pick_dishes"])
 

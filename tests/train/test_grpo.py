@@ -20,6 +20,24 @@ def test_zero_spread_cohort_gives_zero_advantage_not_nan():
     np.testing.assert_array_equal(adv, [0.0, 0.0, 0.0])
 
 
+def test_reward_to_go_advantages_match_a_loop():
+    rewards = np.array([[0.0, 3.0, 0.0, 20.0], [3.0, 0.0, 0.0, 0.0], [0.0, 0.0, 0.0, 0.0]], np.float32)  # [K=3, T=4]
+    adv, zero = grpo.reward_to_go_advantages(jnp.asarray(rewards))
+    expected = np.zeros((3, 4))
+    for t in range(4):
+        g = rewards[:, t:].sum(axis=1)  # [K] return from step t on
+        if g.std() > 0:
+            expected[:, t] = (g - g.mean()) / g.std()
+    np.testing.assert_allclose(adv, expected, rtol=1e-5, atol=1e-6)
+    assert not bool(zero)
+    # At step 0 it is the paper's advantage of the whole return.
+    np.testing.assert_allclose(adv[:, 0], grpo.group_advantages(jnp.asarray(rewards.sum(axis=1)))[0], rtol=1e-6)
+    # Rewards paid before a step do not reach a decision taken at it: rollout 1's 3 at step 0.
+    assert float(adv[1, 1]) < 0 and float(adv[1, 0]) > float(adv[2, 0])
+    flat, zero = grpo.reward_to_go_advantages(jnp.ones((4, 5)))
+    assert bool(zero) and not np.asarray(flat).any()
+
+
 def test_clipped_surrogate_hand_values():
     old = jnp.log(jnp.array([0.5, 0.5, 0.5, 0.5]))
     new = jnp.log(jnp.array([0.75, 0.25, 0.75, 0.25]))  # ratios 1.5, 0.5, 1.5, 0.5

@@ -57,8 +57,10 @@ def pay_probability(trainer, bank):
     return option_probabilities(trainer, bank, [trainer.game.menu(0, 0, None)])[:, PAY]
 
 
-def test_rewarded_option_probability_rises_for_every_agent(tiny_model, tmp_path):
-    trainer = Trainer(config(tmp_path, "train.rounds=10"), model=tiny_model, game=MenuBandit(N_AGENTS, 2))
+@pytest.mark.parametrize("advantage", ["episode", "reward_to_go"])
+def test_rewarded_option_probability_rises_for_every_agent(tiny_model, tmp_path, advantage):
+    trainer = Trainer(config(tmp_path, "train.rounds=10", f"train.advantage={advantage}"), model=tiny_model,
+                      game=MenuBandit(N_AGENTS, 2))
     before = pay_probability(trainer, trainer.init_state().bank)
     rows = trainer.run()
     from omjax.train.checkpoint import Checkpointer
@@ -112,6 +114,26 @@ def test_letter_augment_scores_relettered_copies_of_each_decision(tiny_model, tm
     np.testing.assert_allclose(row["ratio_first_step"], 1.0, atol=1e-5)
     assert row["updated"] and any(not np.array_equal(a, b) for a, b in
                                   zip(jax.tree.leaves(new.bank), jax.tree.leaves(state.bank)))
+
+
+def test_reward_to_go_credits_each_step_with_the_rewards_after_it(tiny_model, tmp_path):
+    """`train.advantage=reward_to_go`: the same rollouts as the paper's update, the same whole-return
+    advantages reported, but the update credits a step-1 decision with step 1's rewards only."""
+    runs = {}
+    for name in ("episode", "reward_to_go"):
+        trainer = Trainer(config(tmp_path / name, "train.rounds=1", f"train.advantage={name}"), model=tiny_model,
+                          game=MenuBandit(N_AGENTS, 2))
+        state = trainer.init_state()
+        runs[name] = (state, *trainer.round(state))
+    (s0, e_new, e_row, e_batch), (_, r_new, r_row, r_batch) = runs["episode"], runs["reward_to_go"]
+    assert e_batch.rewards.shape == (8, 2) and e_row["team_returns"] == r_row["team_returns"]
+    np.testing.assert_array_equal(e_batch.returns, e_batch.rewards.sum(axis=1))
+    np.testing.assert_allclose(r_row["advantages"], e_row["advantages"], rtol=1e-6)  # step 0 = whole return
+    assert r_row["updated"] and e_row["updated"]
+    moved = [float(np.abs(a - b).max()) for a, b in zip(jax.tree.leaves(r_new.bank), jax.tree.leaves(e_new.bank))]
+    assert max(moved) > 1e-4, moved  # a different update from the same decisions
+    changed = [float(np.abs(a - b).max()) for a, b in zip(jax.tree.leaves(r_new.bank), jax.tree.leaves(s0.bank))]
+    assert max(changed) > 1e-4
 
 
 def test_zero_spread_cohort_leaves_adapters_unchanged(tiny_model, tmp_path):

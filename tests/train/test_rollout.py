@@ -51,6 +51,22 @@ def test_update_inputs_group_by_agent_pad_and_mask(tiny_model):
     assert shared.valid.sum() == 4 and shared.inputs["tokens"].shape[:2] == (1, 4)
 
 
+def test_per_step_advantages_credit_each_decision_at_its_step(tiny_model):
+    """`train.advantage=reward_to_go`: advantages [rollouts, steps], read at (rollout, step)."""
+    policy = LetterPolicy(tiny_model.family, tiny_model.config, 2.0, 1.0)
+    decider = Decider(policy, tiny_model.tokenizer, PolicyConfig())
+    adv = np.arange(8, dtype=np.float32).reshape(2, 4)  # rollout r, step t -> 4 r + t
+    batch = update_inputs(decisions(), policy, decider, adv, 2, lambda d: d.agent, minibatch_size=2)
+    # Agent 0: (rollout 0, step 0), (1, 0), (1, 3); agent 1: (0, 1).
+    assert batch.advantage.tolist() == [[0.0, 4.0, 7.0, 0.0], [1.0, 0.0, 0.0, 0.0]]
+    try:
+        update_inputs(decisions(), policy, decider, adv[None], 2, lambda d: d.agent, minibatch_size=2)
+    except ValueError as err:
+        assert "[rollouts, steps]" in str(err)
+    else:
+        raise AssertionError("a 3-d advantage array was accepted")
+
+
 def test_letter_baseline_centres_each_adapters_advantages_per_letter(tiny_model):
     policy = LetterPolicy(tiny_model.family, tiny_model.config, 2.0, 1.0)
     decider = Decider(policy, tiny_model.tokenizer, PolicyConfig())
@@ -86,7 +102,9 @@ def test_kept_trunks_are_laid_out_as_their_tokens(tiny_model):
 
 
 def test_batch_counts_and_call_ratio():
-    batch = RolloutBatch(decisions=decisions(), returns=np.array([1.0, 0.0]), n_agents=2, steps=4)
+    batch = RolloutBatch(decisions=decisions(), rewards=np.array([[0.0, 1.0, 0.0, 0.0], [0.0] * 4]), n_agents=2,
+                         steps=4)
+    assert batch.returns.tolist() == [1.0, 0.0]
     assert batch.decision_counts().tolist() == [3, 1]
     assert batch.parse_failures().tolist() == [1, 0]
     assert batch.call_ratio() == 4 / (2 * 4 * 2)
