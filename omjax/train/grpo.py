@@ -36,8 +36,9 @@ def reward_to_go_advantages(rewards: jax.Array) -> tuple[jax.Array, jax.Array]:
 
     Not in the paper (Algorithm 1 credits every decision with the whole return, `group_advantages`,
     which is this at t = 0). A decision cannot change the rewards paid before it, so leaving them
-    out removes noise and no signal; the K rollouts of a cohort start from one state, so the
-    cohort mean at each step is a baseline that does not depend on the decision.
+    out removes noise and no signal. The baseline at step t is the cohort's mean return from t on,
+    shared by the K rollouts as the paper's cohort mean is (a state-free baseline: where the
+    rollouts' states at t differ, their spread stays in the advantage as noise).
 
     Args:
       rewards: [K, T] team reward of each rollout at each env step.

@@ -178,6 +178,12 @@ def test_credit_snr_scores_idle_picks_and_reports_per_horizon(capsys):
                             "--options", "pick_dish", "--credit", "episode", "reward_to_go"]) == 0  # another direction
     rows = json.loads(capsys.readouterr().out.strip().splitlines()[-1])["rows"]
     assert [(r["options"], r["credit"]) for r in rows] == [(["pick_dish"], "episode"), (["pick_dish"], "reward_to_go")]
+    # The same episodes and cohorts scored along the idle options: another signal, same returns.
+    assert credit_snr.main(["--horizons", "6", "--episodes", "8", "--rollouts", "2", "--draws", "50",
+                            "--credit", "episode", "reward_to_go"]) == 0
+    idle = json.loads(capsys.readouterr().out.strip().splitlines()[-1])["rows"]
+    assert [r["return_mean"] for r in idle] == [r["return_mean"] for r in rows]
+    assert all((r["snr"], r["snr_per_agent"]) != (q["snr"], q["snr_per_agent"]) for r, q in zip(idle, rows))
     with pytest.raises(SystemExit, match="unknown Overcooked option"):
         credit_snr.main(["--horizons", "6", "--options", "pick_dishes"])
 
