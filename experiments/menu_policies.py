@@ -7,7 +7,8 @@ Each policy picks from the same menus the LLM sees (the shipped option library, 
 letter shuffle; the library the config's seed draws, as in `learning.py`): `uniform` picks any
 entry with equal probability (what a frozen base that reads letters, not labels, amounts to
 under per-decision shuffling); `no_idle` never picks `wait` or `drop_held` when anything else is
-offered, the simplest behaviour a policy could learn from the menu text. Episodes use the
+offered, the simplest behaviour a policy could learn from the menu text (`half_idle` and the
+`no_idle_when_*` policies learn it in part: `pick`). Episodes use the
 training-style seeds 0, 1, ... (never the held-out 10000+), so this sizes a setting before any
 held-out episode is played. Prints a table of real deliveries per episode (mean, 95 % bootstrap
 CI, share of episodes that deliver) and one JSON line.
@@ -35,12 +36,31 @@ from omjax.options.libraries import resolve_library  # noqa: E402
 IDLE = ("wait", "drop_held")
 
 
+# Where the `no_idle_when_*` policies skip the idle options, read from the menu itself: a menu
+# offering `place_in_pot` (an onion in hand and a pot that takes it), one offering `pick_onion`
+# (empty hands), or one offering neither (mostly a dish or a soup in hand).
+WHEN = {
+    "no_idle_when_onion": lambda opts: "place_in_pot" in opts,
+    "no_idle_when_empty": lambda opts: "pick_onion" in opts,
+    "no_idle_when_dish_or_soup": lambda opts: not {"place_in_pot", "pick_onion"} & opts,
+}
+POLICIES = ("uniform", "no_idle", "half_idle", *WHEN)
+
+
 def pick(policy: str, menu, rng: np.random.Generator) -> int:
-    """Menu position chosen by a scripted policy."""
-    if policy == "uniform":
+    """Menu position chosen by a scripted policy (`POLICIES`): `uniform`; `no_idle` (never an idle
+    option while anything else is offered); `half_idle` (idle entries at half the weight of the
+    others); `no_idle_when_*` (`no_idle` in those menus only, uniform elsewhere)."""
+    if policy not in POLICIES:
+        raise ValueError(f"unknown policy {policy!r}; known: {POLICIES}")
+    idle = np.array([it.opt in IDLE for it in menu])
+    if policy == "half_idle":
+        weight = np.where(idle, 0.5, 1.0)
+        return int(rng.choice(len(menu), p=weight / weight.sum()))
+    if policy == "uniform" or (policy in WHEN and not WHEN[policy]({it.opt for it in menu})):
         return int(rng.integers(len(menu)))
-    busy = [j for j, it in enumerate(menu) if it.opt not in IDLE]
-    return int(rng.choice(busy)) if busy else int(rng.integers(len(menu)))
+    busy = np.flatnonzero(~idle)
+    return int(rng.choice(busy)) if len(busy) else int(rng.integers(len(menu)))
 
 
 def play(game, policy: str, seeds: list[int], on_pick=None) -> tuple[np.ndarray, np.ndarray]:
@@ -70,7 +90,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--layouts", nargs="+", default=["asymmetric_advantages", "cramped_room"])
     parser.add_argument("--horizon", type=int, default=100)
     parser.add_argument("--episodes", type=int, default=32)
-    parser.add_argument("--policies", nargs="+", default=["uniform", "no_idle"], choices=["uniform", "no_idle"])
+    parser.add_argument("--policies", nargs="+", default=["uniform", "no_idle"], choices=POLICIES)
     args = parser.parse_args(argv)
     if args.episodes < 2:
         raise SystemExit(f"--episodes must be >= 2 (a bootstrap CI needs them), got {args.episodes}")

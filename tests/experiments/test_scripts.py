@@ -146,6 +146,13 @@ def test_menu_policies_plays_the_real_menus_and_no_idle_skips_idle_options(capsy
     assert {menu_policies.pick("no_idle", menu, rng) for _ in range(50)} == {1}
     assert {menu_policies.pick("uniform", menu, rng) for _ in range(50)} == {0, 1, 2}
     assert menu_policies.pick("no_idle", menu[:1], rng) == 0  # nothing else offered: idle it is
+    # Partial idle avoidance: only in menus of one kind, or idle at half weight.
+    assert {menu_policies.pick("no_idle_when_empty", menu, rng) for _ in range(50)} == {1}  # pick_onion offered
+    assert {menu_policies.pick("no_idle_when_onion", menu, rng) for _ in range(50)} == {0, 1, 2}
+    half = np.bincount([menu_policies.pick("half_idle", menu, rng) for _ in range(4000)], minlength=3) / 4000
+    np.testing.assert_allclose(half, [0.25, 0.5, 0.25], atol=0.03)
+    with pytest.raises(ValueError, match="unknown policy"):
+        menu_policies.pick("sometimes_idle", menu, rng)
     assert menu_policies.main(["--layouts", "asymmetric_advantages", "--horizon", "12", "--episodes", "2"]) == 0
     result = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert [(r["policy"], r["episodes"]) for r in result["rows"]] == [("uniform", 2), ("no_idle", 2)]
