@@ -73,6 +73,12 @@ class Setting:
     the training episodes'); the frozen base and every variant are evaluated under them."""
 
 
+# The fourth setting's keys (see `SETTINGS["overcooked_h10"]`); the fifth adds one.
+_H10 = ("env.layout=asymmetric_advantages", "env.horizon=10", "env.reward_shaping=1.0", "lora.rank=16",
+        "lora.alpha=32", "lora.targets=q,k,v,o", "lora.top_layers=8", "train.lr=2e-3", "train.rollouts=16",
+        "train.rounds=20", "train.epochs=1", "train.kl_coef=0.01", "train.update_rows=128",
+        "train.update_tokens=512", "train.letter_baseline=true", "policy.temperature=1.0", "run.progress=false")
+
 SETTINGS = {
     # Asymmetric Advantages: each cook has its own onions, pot and serving window, and a
     # feasible-menu policy that never picks `wait` or `drop_held` delivers about 0.5 soups in
@@ -145,27 +151,16 @@ SETTINGS = {
     # over the 90, for the rounds the estimate says are needed (~30 at 4.4x the bandit's).
     # Sessions 6-14 trained every setting here under a former progress bonus that paid +3 for any
     # dish picked up (useful or not); session 15 reran this one, unchanged, under Overcooked-AI's.
-    "overcooked_h10": Setting(
-        "quickstart_overcooked_smollm2.yaml",
-        ("env.layout=asymmetric_advantages", "env.horizon=10", "env.reward_shaping=1.0", "lora.rank=16",
-         "lora.alpha=32", "lora.targets=q,k,v,o", "lora.top_layers=8", "train.lr=2e-3", "train.rollouts=16",
-         "train.rounds=20", "train.epochs=1", "train.kl_coef=0.01", "train.update_rows=128",
-         "train.update_tokens=512", "train.letter_baseline=true", "policy.temperature=1.0", "run.progress=false"),
-        "deliveries", eval_episodes=16, eval_batch=16, eval_overrides=("env.horizon=150",)),
+    "overcooked_h10": Setting("quickstart_overcooked_smollm2.yaml", _H10, "deliveries", eval_episodes=16,
+                              eval_batch=16, eval_overrides=("env.horizon=150",)),
     # The fifth setting (session 16): the fourth with one change, each decision credited with the
     # cohort-normalised team return from its step on (`train.advantage=reward_to_go`, not in the
     # paper) instead of the whole episode's. Chosen from `experiments/credit_snr.py --credit`
     # (uniform menu picks, training seeds 0-255, never a held-out episode): at horizon 10, K = 16 the
     # per-agent adapters' SNR^2 along "pick the idle options less" per 1,000 decisions rises from
     # 10.7 / 9.7 to 17.8 / 12.7 (shared adapter 14.8 -> 28.0).
-    "overcooked_h10_rtg": Setting(
-        "quickstart_overcooked_smollm2.yaml",
-        ("env.layout=asymmetric_advantages", "env.horizon=10", "env.reward_shaping=1.0", "lora.rank=16",
-         "lora.alpha=32", "lora.targets=q,k,v,o", "lora.top_layers=8", "train.lr=2e-3", "train.rollouts=16",
-         "train.rounds=20", "train.epochs=1", "train.kl_coef=0.01", "train.update_rows=128",
-         "train.update_tokens=512", "train.letter_baseline=true", "train.advantage=reward_to_go",
-         "policy.temperature=1.0", "run.progress=false"),
-        "deliveries", eval_episodes=16, eval_batch=16, eval_overrides=("env.horizon=150",)),
+    "overcooked_h10_rtg": Setting("quickstart_overcooked_smollm2.yaml", (*_H10, "train.advantage=reward_to_go"),
+                                  "deliveries", eval_episodes=16, eval_batch=16, eval_overrides=("env.horizon=150",)),
     # Seven agents, 8-step episodes (the quick-start's): rounds take minutes, so few of them.
     "cleanup": Setting(
         "quickstart_cleanup_smollm2.yaml",
