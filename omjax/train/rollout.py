@@ -479,7 +479,7 @@ def collect_group(game: Game, decider: Decider, base: Any, bank: Any, n_rollouts
         for k in range(total):
             for i in range(n):
                 memories[k][i].stepped(reward[k])
-        bar.set_postfix(decisions=sum(map(len, decisions)), ret=f"{rewards[:, :t + 1].sum(axis=1).mean():.1f}")
+        bar.set_postfix(decisions=sum(map(len, decisions)), ret=f"{rewards.sum(axis=1).mean():.1f}")  # steps ahead are 0
     bar.close()
     return [RolloutBatch(decisions=decisions[s], rewards=rewards[s * n_rollouts:(s + 1) * n_rollouts],
                          n_agents=n, steps=game.horizon) for s in range(n_seeds)]
