@@ -276,6 +276,15 @@ class TrainConfig:
     decision along "pick the idle options less" by 1.9-2.9 for a shared adapter and 1.2-5.5 for
     a private one (`experiments/credit_snr.py --credit`)."""
 
+    segment: int = 0
+    """0: every round's rollouts play whole episodes from the reset state (the paper). S > 0:
+    they play S steps of an `env.horizon`-step episode from a root state at step t0, drawn per
+    seed and round uniformly from [0, env.horizon - S]; the K rollouts walk to the root together
+    with the burn-in policy's uniform-random menu picks and the cohort compares K continuations
+    of that one state (`rollout.collect_group`). Not in the paper: short rollouts from the reset
+    state only ever train the opening of an episode, while segments train on states from all of
+    it at the same cost per round (Overcooked only: Melting Pot episodes of a cohort start apart)."""
+
     letter_augment: int = 0
     """Letter mode: the update also scores each decision, with its advantage, under this many
     other letterings of the same menu (drawn per decision; the prompt re-rendered with the
@@ -316,6 +325,7 @@ class TrainConfig:
         _check(self.update_tokens >= 0, "train.update_tokens", f"must be >= 0, got {self.update_tokens}")
         _check(self.advantage in ("episode", "reward_to_go"), "train.advantage",
                f"must be 'episode' or 'reward_to_go', got {self.advantage!r}")
+        _check(self.segment >= 0, "train.segment", f"must be >= 0, got {self.segment}")
         _check(self.letter_augment >= 0, "train.letter_augment", f"must be >= 0, got {self.letter_augment}")
         _check(self.letter_prior_coef >= 0, "train.letter_prior_coef", f"must be >= 0, got {self.letter_prior_coef}")
 
@@ -393,6 +403,15 @@ class Config:
             "policy.decision_mode",
             "letter mode scores menu letters, but the compound_json prompt shows no menu: "
             "set policy.decision_mode=sample",
+        )
+        _check(
+            self.train.segment <= self.env.horizon, "train.segment",
+            f"a segment of {self.train.segment} steps does not fit env.horizon={self.env.horizon}",
+        )
+        _check(
+            not self.train.segment or self.env.game == "overcooked", "train.segment",
+            f"needs the K rollouts of a cohort to start in one state, which Overcooked's do and "
+            f"{self.env.game}'s do not: set train.segment=0",
         )
         _check(
             not (self.train.letter_augment and self.policy.decision_mode != "letter"),

@@ -46,6 +46,7 @@ def test_unknown_key_is_an_error_naming_it(tmp_path):
     ("lora.targets=q,qkv", "lora.targets: unknown LoRA targets ['qkv']"), ("lora.targets=q,q", "lora.targets"),
     ("policy.action_interface=compound_json", "policy.decision_mode: letter mode scores menu letters"),
     ("train.letter_augment=-1", "train.letter_augment"), ("train.advantage=gae", "train.advantage"),
+    ("train.segment=-1", "train.segment"),
 ])
 def test_bad_values_name_the_key(override, key):
     with pytest.raises(ConfigError, match=re.escape(key)):
@@ -97,3 +98,11 @@ def test_one_lora_config_type_serves_the_run_config_and_the_adapters():
     assert type(cfg.lora) is LoRAConfig and lora.LoRAConfig is LoRAConfig
     assert cfg.lora.scale == 0.5 and hash(cfg.lora) == hash(LoRAConfig(rank=8, alpha=4.0, targets=["q", "v"]))
     assert load_config(None, ["policy.action_interface=compound_json", "policy.decision_mode=sample"])
+
+
+def test_segment_fits_the_horizon_and_needs_a_shared_start():
+    assert load_config(None, ["env.horizon=150", "train.segment=10"]).train.segment == 10
+    with pytest.raises(ConfigError, match=r"train.segment: a segment of 20 steps does not fit env.horizon=10"):
+        load_config(None, ["env.horizon=10", "train.segment=20"])
+    with pytest.raises(ConfigError, match=r"train.segment: needs the K rollouts of a cohort to start in one state"):
+        load_config(None, ["env.game=cleanup", "env.n_agents=7", "env.horizon=150", "train.segment=10"])

@@ -14,6 +14,11 @@ rollouts s*K .. s*K+K-1 of the game and adapters s*A .. s*A+A-1 of the bank, and
 draw of a decision (its sampling key, its fallback) comes from its own seed, episode, agent and
 step, so a seed's rollouts are those it would collect alone.
 
+Rollouts may also play a segment of an episode (`train.segment`): each seed's K rollouts first
+walk together from the reset state to a root state, `starts[s]` env steps of uniform-random menu
+picks shared by all K (the burn-in policy of the option library), and then play `steps` steps
+under the policy from that common root, so the cohort still compares K rollouts from one state.
+
 Games and action interfaces are `omjax.games.Game`s (`omjax.games.make_game`).
 """
 
@@ -61,6 +66,7 @@ class Decision:
     rollout: int
     agent: int
     step: int
+    """Env step of the decision within its rollout (from the rollout's start, `RolloutBatch.start`)."""
     prompt_ids: list[int]
     """Token ids the backbone read (chat template; in letter mode ending in `state:`, or in
     `choice:` under `policy.state_line=none`)."""
@@ -92,10 +98,15 @@ class RolloutBatch:
 
     decisions: list[Decision]
     rewards: np.ndarray
-    """[K, T] team reward of each rollout at each env step."""
+    """[K, T] team reward of each rollout at each of its env steps."""
     n_agents: int
     steps: int
-    """Env steps per rollout."""
+    """Env steps per rollout (T)."""
+    units: np.ndarray | None = None
+    """[K] task units (deliveries, apples) each rollout earned in its T steps."""
+    start: int = 0
+    """Env step of the episode the rollouts started at (their common root; 0: the reset state).
+    `Decision.step` counts from here."""
 
     @property
     def returns(self) -> np.ndarray:
@@ -385,6 +396,14 @@ def _decision_keys(seed_keys: jax.Array, slot: jax.Array, rollout: jax.Array, ag
     return jax.vmap(one)(seed_keys[slot], rollout, agent)
 
 
+def segment_start(seed: int, round_idx: int, horizon: int, segment: int) -> int:
+    """Env step at which a seed's rollouts of one round start under `train.segment` = `segment`
+    (> 0): uniform over [0, horizon - segment], from the run seed and the round."""
+    if not 0 < segment <= horizon:
+        raise ValueError(f"a segment must have 1 .. {horizon} (the horizon) steps, got {segment}")
+    return int(np.random.default_rng([seed, round_idx, 1 << 23]).integers(horizon - segment + 1))
+
+
 def collect(game: Game, decider: Decider, base: Any, bank: Any, n_rollouts: int, key: jax.Array,
             seed: int, round_idx: int, progress: bool = False,
             on_step: Callable[[Game], None] | None = None, episodes: list[int] | None = None,
@@ -404,17 +423,32 @@ def collect_group(game: Game, decider: Decider, base: Any, bank: Any, n_rollouts
                   seeds: list[int], round_idx: int, adapters_per_seed: int, progress: bool = False,
                   on_step: Callable[[Game], None] | None = None,
                   episodes: list[int] | None = None, keep_trunk: bool = False,
-                  augment: int = 0) -> list[RolloutBatch]:
+                  augment: int = 0, starts: list[int] | None = None,
+                  steps: int | None = None) -> list[RolloutBatch]:
     """The K = `n_rollouts` joint episodes of every seed, stepped together (one batched backbone
     call per env step over all seeds' pending decisions); the game runs S x K episodes, `keys`
     [S] are the seeds' round keys and `bank` their S x `adapters_per_seed` adapters. Returns one
     `RolloutBatch` per seed, its rollouts numbered 0 .. K-1. `episodes` [S x K] overrides the
     episode seeds (default `episode_seed(seed, round_idx, k)`); `keep_trunk` and `augment` as
     in `collect`. The relettering orders come from their own per-episode, per-agent streams, so
-    a rollout's decisions are the same with or without them."""
+    a rollout's decisions are the same with or without them.
+
+    `starts` [S] and `steps` play segments (module docstring): seed slot s's K episodes reach
+    their root with `starts[s]` steps of burn-in picks (uniform over the menu's entries, drawn
+    once per agent and step from the seed and round, so all K take the same ones and the memory
+    of the prompts records them), then play `steps` policy steps (default: to the horizon) whose
+    rewards, decisions and task units are the rollouts'. Only games whose K episodes of a slot
+    start in one state can share a root (Overcooked); the caller checks. Defaults: every slot
+    starts at the reset state and plays the whole episode."""
     cfg = decider.cfg
     n_seeds, n = len(seeds), game.n_agents
     total = n_seeds * n_rollouts
+    starts = np.zeros(n_seeds, np.int64) if starts is None else np.asarray(starts, np.int64)
+    steps = game.horizon - int(starts.max(initial=0)) if steps is None else int(steps)
+    if starts.shape != (n_seeds,) or (starts < 0).any() or steps < 1 or starts.max() + steps > game.horizon:
+        raise ValueError(f"segments of {steps} steps from {starts.tolist()} do not fit {n_seeds} seed(s) "
+                         f"of {game.horizon}-step episodes")
+    start_of = np.repeat(starts, n_rollouts)  # [S * K] each episode's root step
     if episodes is None:
         episodes = [episode_seed(s, round_idx, k) for s in seeds for k in range(n_rollouts)]
     elif len(episodes) != total:
@@ -426,20 +460,40 @@ def collect_group(game: Game, decider: Decider, base: Any, bank: Any, n_rollouts
         raise ValueError("augment reletters scored menus: it needs letter mode")
     augment_rngs = [[np.random.default_rng([e, i, 1 << 21]) for i in range(n)] for e in episodes] if augment else []
     fallback_rngs = [np.random.default_rng([s, round_idx, 1 << 20]) for s in seeds]
-    rewards = np.zeros((total, game.horizon))
+    burnin_rngs = [np.random.default_rng([s, round_idx, 1 << 22]) for s in seeds]
+    rewards = np.zeros((total, steps))
+    units = np.zeros(total)
     decisions: list[list[Decision]] = [[] for _ in seeds]
     choices = np.zeros((total, n), np.int32)
     system = game.system_message()
     # Once per adapter version: the bank is fixed until the update.
     prefix = decider.prefill(base, bank, system, keep_trunk)
-    bar = tqdm(range(game.horizon), desc=f"round {round_idx} rollouts", leave=False, disable=not progress)
+    bar = tqdm(range(int(starts.max()) + steps), desc=f"round {round_idx} rollouts", leave=False,
+               disable=not progress)
     for t in bar:
+        if (start_of == t).any():
+            units[start_of == t] -= game.agent_returns().sum(axis=-1)[start_of == t]
         pending = np.argwhere(game.needs_decision())
+        burnin: dict[tuple[int, int], int] = {}  # (slot, agent) -> the entry all K episodes take
+        requests = []
         if len(pending):
-            requests = []
             for k, i in pending:
                 k, i = int(k), int(i)
                 slot = k // n_rollouts
+                if not start_of[k] <= t < start_of[k] + steps:
+                    # Walking to the root (one draw per slot and agent: the slot's K states are
+                    # equal), or past the segment's end (idling until the other slots' end).
+                    full = game.menu(k, i, letter_rngs[k][i])
+                    if t >= start_of[k]:
+                        choices[k, i] = full[game.fallback(k, i, full)].index
+                        continue
+                    entries = sorted(full, key=lambda it: it.index)
+                    if (slot, i) not in burnin:
+                        burnin[(slot, i)] = int(burnin_rngs[slot].integers(len(entries)))
+                    item = entries[burnin[(slot, i)]]
+                    choices[k, i] = item.index
+                    memories[k][i].decided(item.opt)
+                    continue
                 menu = decider.labelled(game.menu(k, i, letter_rngs[k][i]))
                 if not menu:
                     raise RuntimeError(f"rollout {k}, agent {i}, step {t}: the menu is empty")
@@ -457,10 +511,11 @@ def collect_group(game: Game, decider: Decider, base: Any, bank: Any, n_rollouts
                                         rng=fallback_rngs[slot],
                                         branches=decider.state_branches(game, k, i) if decider.letter_mode else None,
                                         variants=variants))
-            slots = pending[:, 0] // n_rollouts
-            keys_t = _decision_keys(keys, jnp.asarray(slots, jnp.int32),
-                                    jnp.asarray(pending[:, 0] % n_rollouts, jnp.int32),
-                                    jnp.asarray(pending[:, 1], jnp.int32), jnp.int32(t))
+        if requests:
+            asked = np.array([(r.rollout, r.agent) for r in requests])  # [R, 2]
+            keys_t = _decision_keys(keys, jnp.asarray(asked[:, 0] // n_rollouts, jnp.int32),
+                                    jnp.asarray(asked[:, 0] % n_rollouts, jnp.int32),
+                                    jnp.asarray(asked[:, 1], jnp.int32), jnp.int32(t))
             results = decider.decide(base, bank, requests, keys_t, prefix, keep_trunk)
             for req, out in zip(requests, results):
                 item = req.menu[out.action]
@@ -469,20 +524,25 @@ def collect_group(game: Game, decider: Decider, base: Any, bank: Any, n_rollouts
                 slot, local = divmod(req.rollout, n_rollouts)
                 variants = [Variant(ids, other, int(np.flatnonzero(order == out.action)[0]))
                             for ids, other, order in req.variants]
-                decisions[slot].append(Decision(local, req.agent, t, out.prompt_ids, out.reply_ids, out.reply,
+                decisions[slot].append(Decision(local, req.agent, t - int(start_of[req.rollout]), out.prompt_ids, out.reply_ids, out.reply,
                                                 req.menu, out.action, out.logp, out.parsed, req.branches, out.state,
                                                 out.trunk, variants))
         reward = game.step(choices)
         if on_step is not None:
             on_step(game)
-        rewards[:, t] = reward
+        playing = (start_of <= t) & (t < start_of + steps)  # [S * K]
+        rewards[playing, t - start_of[playing]] = reward[playing]
+        ended = start_of + steps == t + 1
+        if ended.any():
+            units[ended] += game.agent_returns().sum(axis=-1)[ended]
         for k in range(total):
             for i in range(n):
                 memories[k][i].stepped(reward[k])
         bar.set_postfix(decisions=sum(map(len, decisions)), ret=f"{rewards.sum(axis=1).mean():.1f}")  # steps ahead are 0
     bar.close()
     return [RolloutBatch(decisions=decisions[s], rewards=rewards[s * n_rollouts:(s + 1) * n_rollouts],
-                         n_agents=n, steps=game.horizon) for s in range(n_seeds)]
+                         n_agents=n, steps=steps, units=units[s * n_rollouts:(s + 1) * n_rollouts],
+                         start=int(starts[s])) for s in range(n_seeds)]
 
 
 def decision_record(d: Decision, round_idx: int) -> dict:

@@ -46,7 +46,8 @@ from omjax.train.checkpoint import Checkpointer, TrainState
 from omjax.train.metrics import MetricsLog, plot_learning_curve, write_jsonl_atomic
 from omjax.train.policy import LetterPolicy, SamplePolicy
 from omjax.train.sharding import Placement, device_bytes_limit, model_axis, staging_device, to_host
-from omjax.train.rollout import Decider, RolloutBatch, collect_group, decision_record, update_inputs
+from omjax.train.rollout import (Decider, RolloutBatch, collect_group, decision_record, segment_start,
+                                 update_inputs)
 from omjax.train.update import (UpdateSettings, active_minibatches, init_opt_state, make_bank_update,
                                 make_optimizer)
 
@@ -251,7 +252,8 @@ class Trainer:
             batches = collect_group(self.game, self.decider, self.params, bank, k,
                                     jnp.stack([sp[1] for sp in splits]), self.seeds, r, a, progress=cfg.run.progress,
                                     keep_trunk=self.keep_trunk,
-                                    augment=cfg.train.letter_augment if cfg.train.train else 0)
+                                    augment=cfg.train.letter_augment if cfg.train.train else 0,
+                                    **self._segments(r))
         except RolloutWorkerError as err:
             raise RolloutWorkerError(f"round {r} of the run with seed{'s' if n_seeds > 1 else ''} "
                                      f"{', '.join(map(str, self.seeds))}: {err}") from err
@@ -304,9 +306,8 @@ class Trainer:
         t2 = time.time()
         self.round_compilations.append(compilations() - c0)
         out_states, rows = [], []
-        units = self.game.agent_returns().sum(axis=-1)  # [S * K], seed-major as collect_group plays them
         for s, (st, b) in enumerate(zip(states, batches)):
-            row = self._row(r, b, advs[s], zeros[s], will[s], upds[s], st.best_return, units[s * k:(s + 1) * k])
+            row = self._row(r, b, advs[s], zeros[s], will[s], upds[s], st.best_return)
             row.update(time_rollout_s=t1 - t0, time_update_s=t2 - t1, time_s=t2 - t0)
             best = row["best"]
             out_states.append(TrainState(bank=new_banks[s], opt_state=new_opts[s], key=splits[s][0],
@@ -315,14 +316,23 @@ class Trainer:
             rows.append(row)
         return out_states, rows, batches
 
+    def _segments(self, r: int) -> dict:
+        """`collect_group`'s segment arguments for round `r` (none under `train.segment=0`)."""
+        seg = self.cfg.train.segment
+        if not seg:
+            return {}
+        return {"starts": [segment_start(s, r, self.game.horizon, seg) for s in self.seeds], "steps": seg}
+
     def _row(self, r: int, batch: RolloutBatch, adv: np.ndarray, zero: bool, updated: bool, upd: dict,
-             best_return: Any, units: np.ndarray) -> dict:
-        """One seed's metrics row of round `r` (timings are added by the caller); `units` [K] are
-        the task units (deliveries, apples) the game counted in each rollout, apart from any
-        progress bonus (`env.reward_shaping`) in the team return."""
-        mean_return = float(np.mean(batch.returns))
+             best_return: Any) -> dict:
+        """One seed's metrics row of round `r` (timings are added by the caller); "deliveries"
+        are the task units (deliveries, apples) the game counted in each rollout, apart from any
+        progress bonus (`env.reward_shaping`) in the team return; "start" the env step the
+        rollouts started at (`train.segment`)."""
+        mean_return, units = float(np.mean(batch.returns)), batch.units
         return {
             "round": r,
+            "start": batch.start,
             "team_returns": batch.returns.tolist(),
             "team_return_mean": mean_return,
             "team_return_std": float(np.std(batch.returns)),
