@@ -2,6 +2,8 @@
 
     python experiments/menu_policies.py                                   # AA and cramped_room, 100 steps
     python experiments/menu_policies.py --layouts cramped_room --horizon 200 --episodes 64
+    python experiments/menu_policies.py --layouts asymmetric_advantages --horizon 150 --episodes 256 \
+        --policies uniform no_idle half_idle --power 16 32 64     # what a held-out test can detect
 
 Each policy picks from the same menus the LLM sees (the shipped option library, guards and
 letter shuffle; the library the config's seed draws, as in `learning.py`): `uniform` picks any
@@ -12,6 +14,10 @@ offered, the simplest behaviour a policy could learn from the menu text (`half_i
 training-style seeds 0, 1, ... (never the held-out 10000+), so this sizes a setting before any
 held-out episode is played. Prints a table of real deliveries per episode (mean, 95 % bootstrap
 CI, share of episodes that deliver) and one JSON line.
+
+`--power N ..` sizes the held-out comparison of `learning.py` (trained vs frozen, two-sided
+Mann-Whitney on deliveries, N episodes each): for every policy against `uniform`, the share of
+N-vs-N samples drawn from the played episodes that reach p < 0.05, and their median p.
 """
 
 from __future__ import annotations
@@ -29,7 +35,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import common  # noqa: E402
 
 from omjax.config import load_config  # noqa: E402
-from omjax.eval.stats import bootstrap_ci  # noqa: E402
+from omjax.eval.stats import bootstrap_ci, mann_whitney  # noqa: E402
 from omjax.games.registry import make_game  # noqa: E402
 from omjax.options.libraries import resolve_library  # noqa: E402
 
@@ -63,6 +69,14 @@ def pick(policy: str, menu, rng: np.random.Generator) -> int:
     return int(rng.choice(busy)) if len(busy) else int(rng.integers(len(menu)))
 
 
+def power(x: np.ndarray, y: np.ndarray, n: int, draws: int, rng: np.random.Generator,
+          alpha: float = 0.05) -> tuple[float, float]:
+    """(share of draws with p < alpha, median p) of a two-sided Mann-Whitney test of n episodes
+    drawn with replacement from `x` against n from `y` (episode scores [*])."""
+    ps = np.array([mann_whitney(rng.choice(x, n), rng.choice(y, n)).p_value for _ in range(draws)])
+    return float(np.mean(ps < alpha)), float(np.median(ps))
+
+
 def play(game, policy: str, seeds: list[int], on_pick=None) -> tuple[np.ndarray, np.ndarray]:
     """One episode per seed, all stepped together. Returns each episode's team deliveries [n]
     and its training reward at each step (the games' step rewards, progress bonus included)
@@ -91,9 +105,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--horizon", type=int, default=100)
     parser.add_argument("--episodes", type=int, default=32)
     parser.add_argument("--policies", nargs="+", default=["uniform", "no_idle"], choices=POLICIES)
+    parser.add_argument("--power", nargs="*", type=int, default=[], metavar="N",
+                        help="held-out episodes per side of a trained-vs-frozen test to size")
+    parser.add_argument("--draws", type=int, default=1000, help="samples per power estimate")
     args = parser.parse_args(argv)
     if args.episodes < 2:
         raise SystemExit(f"--episodes must be >= 2 (a bootstrap CI needs them), got {args.episodes}")
+    if args.power and "uniform" not in args.policies:
+        raise SystemExit("--power compares each policy with `uniform` (the frozen base): add it to --policies")
+    if any(n < 2 for n in args.power):
+        raise SystemExit(f"--power needs N >= 2 episodes per side, got {args.power}")
     rows = []
     print("| layout | horizon | policy | episodes | deliveries (mean) | 95 % CI | episodes delivering | s |")
     print("|---|---|---|---|---|---|---|---|")
@@ -102,9 +123,11 @@ def main(argv: list[str] | None = None) -> int:
         cfg = resolve_library(load_config(common.CONFIGS / "quickstart_overcooked_smollm2.yaml",
                                           [f"env.layout={layout}", f"env.horizon={args.horizon}"]))
         game = make_game(cfg.env, cfg.policy.action_interface)
+        played = {}
         for policy in args.policies:
             t0 = time.time()
             units, _ = play(game, policy, list(range(args.episodes)))
+            played[policy] = units
             ci = bootstrap_ci(units.tolist())
             row = {"layout": layout, "horizon": args.horizon, "policy": policy, "episodes": args.episodes,
                    "deliveries_mean": ci.mean, "ci95": [ci.low, ci.high],
@@ -113,6 +136,17 @@ def main(argv: list[str] | None = None) -> int:
             print(f"| {layout} | {args.horizon} | {policy} | {args.episodes} | {ci.mean:.2f} | "
                   f"[{ci.low:.2f}, {ci.high:.2f}] | {row['delivering']:.0%} | {row['seconds']:.0f} |", flush=True)
         game.close()
+        if args.power:
+            print(f"\n| layout | policy vs uniform | N per side | P(p < 0.05) | median p |\n|---|---|---|---|---|")
+        rng = np.random.default_rng(0)
+        for row in rows[-len(args.policies):] if args.power else []:
+            if row["policy"] == "uniform":
+                continue
+            row["power"] = {}
+            for n in args.power:
+                share, median = power(played[row["policy"]], played["uniform"], n, args.draws, rng)
+                row["power"][n] = {"p_below_0.05": share, "median_p": median}
+                print(f"| {layout} | {row['policy']} | {n} | {share:.2f} | {median:.3f} |", flush=True)
     print(json.dumps({"experiment": "menu_policies", "rows": rows}))
     return 0
 

@@ -157,6 +157,16 @@ def test_menu_policies_plays_the_real_menus_and_no_idle_skips_idle_options(capsy
     result = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert [(r["policy"], r["episodes"]) for r in result["rows"]] == [("uniform", 2), ("no_idle", 2)]
     assert all(r["deliveries_mean"] >= 0 and 0 <= r["delivering"] <= 1 for r in result["rows"])
+    # Power of the held-out test: separated samples always reach p < 0.05, equal ones rarely.
+    assert menu_policies.power(np.ones(20), np.zeros(20), 16, 50, rng) == (1.0, pytest.approx(0.0, abs=1e-6))
+    same, median = menu_policies.power(np.arange(40.0), np.arange(40.0), 16, 400, rng)
+    assert same < 0.12 and median > 0.3, (same, median)
+    assert menu_policies.main(["--layouts", "asymmetric_advantages", "--horizon", "12", "--episodes", "4",
+                               "--power", "3", "--draws", "5"]) == 0
+    result = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert "power" not in result["rows"][0] and set(result["rows"][1]["power"]) == {"3"}
+    with pytest.raises(SystemExit, match="add it to --policies"):
+        menu_policies.main(["--policies", "no_idle", "--power", "16"])
 
 
 def test_credit_snr_scores_idle_picks_and_reports_per_horizon(capsys):
