@@ -164,14 +164,16 @@ SETTINGS = {
                                   "deliveries", eval_episodes=16, eval_batch=16, eval_overrides=("env.horizon=150",)),
     # The sixth setting (session 17): the fifth with its 10-step rollouts played as segments of
     # 150-step episodes (`train.segment=10`, not in the paper): each round's K = 16 rollouts start
-    # from one root state at a step drawn from [0, 140], reached by burn-in picks, so training
+    # from one root state at a step drawn from [0, 140], reached by uniform menu picks, so training
     # sees the states of the held-out episodes, where the fourth and fifth settings trained on the
     # opening only (a soup was never cooked in 10 steps from the reset state). Chosen from the
     # held-out-free evidence of sessions 15-16: the scripted menu policies (training seeds) score
     # only when the idle options are avoided in every kind of state at once (0.66 deliveries vs
     # 0.09-0.19 when avoided in one kind), and under uniform picks a root-state cohort carries as
-    # much signal per decision as a reset-state one (per-agent SNR^2 per 1,000 decisions along
-    # "pick the idle options less", reward-to-go, K = 16: 15.2 / 13.3 vs 17.8 / 12.7).
+    # much signal per decision as a reset-state one for private adapters (per-agent SNR^2 per
+    # 1,000 decisions along "pick the idle options less", reward-to-go, K = 16: 15.2 / 13.3 in the
+    # probe this setting was chosen on, 13.5 / 9.7 in `credit_snr.py --segment 10`, against
+    # 17.8 / 12.7 from the reset state; `credit_snr/credit_snr_segment10.md`).
     "overcooked_seg10_rtg": Setting("quickstart_overcooked_smollm2.yaml",
                                     (*_H10, "train.advantage=reward_to_go", "env.horizon=150", "train.segment=10"),
                                     "deliveries", eval_episodes=16, eval_batch=16, eval_overrides=("env.horizon=150",)),

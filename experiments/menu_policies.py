@@ -38,6 +38,7 @@ from omjax.config import load_config  # noqa: E402
 from omjax.eval.stats import bootstrap_ci, mann_whitney  # noqa: E402
 from omjax.games.registry import make_game  # noqa: E402
 from omjax.options.libraries import resolve_library  # noqa: E402
+from omjax.train.rollout import walk_entry  # noqa: E402
 
 IDLE = ("wait", "drop_held")
 
@@ -77,26 +78,54 @@ def power(x: np.ndarray, y: np.ndarray, n: int, draws: int, rng: np.random.Gener
     return float(np.mean(ps < alpha)), float(np.median(ps))
 
 
-def play(game, policy: str, seeds: list[int], on_pick=None) -> tuple[np.ndarray, np.ndarray]:
+def play(game, policy: str, seeds: list[int], on_pick=None, starts: list[int] | None = None,
+         steps: int | None = None) -> tuple[np.ndarray, np.ndarray]:
     """One episode per seed, all stepped together. Returns each episode's team deliveries [n]
     and its training reward at each step (the games' step rewards, progress bonus included)
     [n, T]. `on_pick(k, i, menu, j, t)`, if given, sees every pick (agent i of episode k chose
-    position j of `menu` at step t)."""
+    position j of `menu` at step t).
+
+    `starts` [B] and `steps` play segments as the trainer's `train.segment` does
+    (`rollout.collect_group`): the seeds split into B equal cohorts, cohort b's episodes walk
+    together for `starts[b]` steps (`rollout.walk_entry`, one draw per cohort, agent and step)
+    and `policy` then plays `steps` steps (default: to the horizon); the deliveries, rewards
+    (T = steps) and the picks' t are the segment's."""
+    n, total = game.n_agents, len(seeds)
+    starts = np.zeros(total, np.int64) if starts is None else np.asarray(starts, np.int64)
+    if total % len(starts):
+        raise ValueError(f"{total} seeds do not split into {len(starts)} cohorts")
+    start_of = np.repeat(starts, total // len(starts))  # [n]
+    steps = game.horizon - int(starts.max()) if steps is None else int(steps)
+    if steps < 1 or starts.min() < 0 or starts.max() + steps > game.horizon:
+        raise ValueError(f"segments of {steps} steps from {starts.tolist()} do not fit {game.horizon}-step episodes")
     game.reset(seeds)
-    n = game.n_agents
     letter_rngs = [[np.random.default_rng([s, i]) for i in range(n)] for s in seeds]
     pick_rngs = [np.random.default_rng([s, 1 << 20]) for s in seeds]
-    choices = np.zeros((len(seeds), n), np.int32)
-    rewards = np.zeros((len(seeds), game.horizon))
-    for t in range(game.horizon):
+    walk_rngs = [np.random.default_rng([b, 1 << 22]) for b in range(len(starts))]
+    choices = np.zeros((total, n), np.int32)
+    rewards = np.zeros((total, steps))
+    units = np.zeros(total)
+    for t in range(int(starts.max()) + steps):
+        units[start_of == t] -= game.agent_returns().sum(axis=1)[start_of == t]
+        walk: dict = {}
         for k, i in np.argwhere(game.needs_decision()):
             menu = game.menu(int(k), int(i), letter_rngs[k][i])
+            if t < start_of[k]:
+                cohort = int(k) * len(starts) // total
+                if (cohort, i) not in walk:
+                    walk[(cohort, i)] = walk_entry(menu, walk_rngs[cohort])
+                choices[k, i] = walk[(cohort, i)].index
+                continue
             j = pick(policy, menu, pick_rngs[k])
-            if on_pick is not None:
-                on_pick(int(k), int(i), menu, j, t)
+            if on_pick is not None and t < start_of[k] + steps:
+                on_pick(int(k), int(i), menu, j, t - int(start_of[k]))
             choices[k, i] = menu[j].index
-        rewards[:, t] = np.asarray(game.step(choices), float)
-    return game.agent_returns().sum(axis=1), rewards
+        reward = np.asarray(game.step(choices), float)
+        playing = (start_of <= t) & (t < start_of + steps)
+        rewards[playing, t - start_of[playing]] = reward[playing]
+        ended = start_of + steps == t + 1
+        units[ended] += game.agent_returns().sum(axis=1)[ended]
+    return units, rewards
 
 
 def main(argv: list[str] | None = None) -> int:

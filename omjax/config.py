@@ -280,7 +280,7 @@ class TrainConfig:
     """0: every round's rollouts play whole episodes from the reset state (the paper). S > 0:
     they play S steps of an `env.horizon`-step episode from a root state at step t0, drawn per
     seed and round uniformly from [0, env.horizon - S]; the K rollouts walk to the root together
-    with the burn-in policy's uniform-random menu picks and the cohort compares K continuations
+    with the same uniform-random menu picks and the cohort compares K continuations
     of that one state (`rollout.collect_group`). Not in the paper: short rollouts from the reset
     state only ever train the opening of an episode, while segments train on states from all of
     it at the same cost per round (Overcooked only: Melting Pot episodes of a cohort start apart)."""

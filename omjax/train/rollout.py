@@ -16,8 +16,8 @@ step, so a seed's rollouts are those it would collect alone.
 
 Rollouts may also play a segment of an episode (`train.segment`): each seed's K rollouts first
 walk together from the reset state to a root state, `starts[s]` env steps of uniform-random menu
-picks shared by all K (the burn-in policy of the option library), and then play `steps` steps
-under the policy from that common root, so the cohort still compares K rollouts from one state.
+picks shared by all K, and then play `steps` steps under the policy from that common root, so the
+cohort still compares K rollouts from one state.
 
 Games and action interfaces are `omjax.games.Game`s (`omjax.games.make_game`).
 """
@@ -404,6 +404,14 @@ def segment_start(seed: int, round_idx: int, horizon: int, segment: int) -> int:
     return int(np.random.default_rng([seed, round_idx, 1 << 23]).integers(horizon - segment + 1))
 
 
+def walk_entry(menu: list[MenuItem], rng: np.random.Generator) -> MenuItem:
+    """The entry a segment's walk to its root takes from `menu`: uniform over the entries in
+    option-index order, not the shuffled letter order, so the episodes of a cohort, in one state
+    and drawing once from one stream, take the same one."""
+    entries = sorted(menu, key=lambda it: it.index)
+    return entries[int(rng.integers(len(entries)))]
+
+
 def collect(game: Game, decider: Decider, base: Any, bank: Any, n_rollouts: int, key: jax.Array,
             seed: int, round_idx: int, progress: bool = False,
             on_step: Callable[[Game], None] | None = None, episodes: list[int] | None = None,
@@ -434,7 +442,7 @@ def collect_group(game: Game, decider: Decider, base: Any, bank: Any, n_rollouts
     a rollout's decisions are the same with or without them.
 
     `starts` [S] and `steps` play segments (module docstring): seed slot s's K episodes reach
-    their root with `starts[s]` steps of burn-in picks (uniform over the menu's entries, drawn
+    their root with `starts[s]` steps of walking picks (uniform over the menu's entries, drawn
     once per agent and step from the seed and round, so all K take the same ones and the memory
     of the prompts records them), then play `steps` policy steps (default: to the horizon) whose
     rewards, decisions and task units are the rollouts'. Only games whose K episodes of a slot
@@ -460,7 +468,7 @@ def collect_group(game: Game, decider: Decider, base: Any, bank: Any, n_rollouts
         raise ValueError("augment reletters scored menus: it needs letter mode")
     augment_rngs = [[np.random.default_rng([e, i, 1 << 21]) for i in range(n)] for e in episodes] if augment else []
     fallback_rngs = [np.random.default_rng([s, round_idx, 1 << 20]) for s in seeds]
-    burnin_rngs = [np.random.default_rng([s, round_idx, 1 << 22]) for s in seeds]
+    walk_rngs = [np.random.default_rng([s, round_idx, 1 << 22]) for s in seeds]
     rewards = np.zeros((total, steps))
     units = np.zeros(total)
     decisions: list[list[Decision]] = [[] for _ in seeds]
@@ -474,7 +482,7 @@ def collect_group(game: Game, decider: Decider, base: Any, bank: Any, n_rollouts
         if (start_of == t).any():
             units[start_of == t] -= game.agent_returns().sum(axis=-1)[start_of == t]
         pending = np.argwhere(game.needs_decision())
-        burnin: dict[tuple[int, int], int] = {}  # (slot, agent) -> the entry all K episodes take
+        walk: dict[tuple[int, int], MenuItem] = {}  # (slot, agent) -> the entry all K episodes take
         requests = []
         if len(pending):
             for k, i in pending:
@@ -487,10 +495,9 @@ def collect_group(game: Game, decider: Decider, base: Any, bank: Any, n_rollouts
                     if t >= start_of[k]:
                         choices[k, i] = full[game.fallback(k, i, full)].index
                         continue
-                    entries = sorted(full, key=lambda it: it.index)
-                    if (slot, i) not in burnin:
-                        burnin[(slot, i)] = int(burnin_rngs[slot].integers(len(entries)))
-                    item = entries[burnin[(slot, i)]]
+                    if (slot, i) not in walk:
+                        walk[(slot, i)] = walk_entry(full, walk_rngs[slot])
+                    item = walk[(slot, i)]
                     choices[k, i] = item.index
                     memories[k][i].decided(item.opt)
                     continue
@@ -524,7 +531,8 @@ def collect_group(game: Game, decider: Decider, base: Any, bank: Any, n_rollouts
                 slot, local = divmod(req.rollout, n_rollouts)
                 variants = [Variant(ids, other, int(np.flatnonzero(order == out.action)[0]))
                             for ids, other, order in req.variants]
-                decisions[slot].append(Decision(local, req.agent, t - int(start_of[req.rollout]), out.prompt_ids, out.reply_ids, out.reply,
+                step = t - int(start_of[req.rollout])
+                decisions[slot].append(Decision(local, req.agent, step, out.prompt_ids, out.reply_ids, out.reply,
                                                 req.menu, out.action, out.logp, out.parsed, req.branches, out.state,
                                                 out.trunk, variants))
         reward = game.step(choices)

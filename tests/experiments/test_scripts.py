@@ -169,6 +169,31 @@ def test_menu_policies_plays_the_real_menus_and_no_idle_skips_idle_options(capsy
         menu_policies.main(["--policies", "no_idle", "--power", "16"])
 
 
+def test_menu_policies_play_segments_from_shared_roots():
+    import menu_policies
+    from omjax.config import load_config
+    from omjax.games.registry import make_game
+    from omjax.options.libraries import resolve_library
+
+    cfg = resolve_library(load_config(None, ["env.layout=asymmetric_advantages", "env.horizon=12"]))
+    game = make_game(cfg.env, cfg.policy.action_interface)
+    whole = menu_policies.play(game, "uniform", [0, 1])
+    same = menu_policies.play(game, "uniform", [0, 1], starts=[0, 0], steps=12)
+    np.testing.assert_array_equal(whole[1], same[1])
+    seen = []  # (episode, step in its segment, every agent's position then)
+    units, rewards = menu_policies.play(game, "uniform", list(range(4)),
+                                        lambda k, i, m, j, t: seen.append((k, t, game.positions()[k].tolist())),
+                                        starts=[7, 2], steps=3)
+    assert rewards.shape == (4, 3) and units.shape == (4,)
+    assert {t for _, t, _ in seen} <= {0, 1, 2} and {k for k, _, _ in seen} == {0, 1, 2, 3}
+    # Each cohort (episodes 0, 1 from step 7; 2, 3 from step 2) walked together: one state at its root.
+    at_root = {k: pos for k, t, pos in seen if t == 0}
+    assert set(at_root) == {0, 1, 2, 3} and at_root[0] == at_root[1] and at_root[2] == at_root[3]
+    assert at_root[0] != at_root[2]
+    with pytest.raises(ValueError, match="do not fit"):
+        menu_policies.play(game, "uniform", [0, 1], starts=[10], steps=3)
+
+
 def test_credit_snr_scores_idle_picks_and_reports_per_horizon(capsys):
     import credit_snr
 
@@ -189,6 +214,14 @@ def test_credit_snr_scores_idle_picks_and_reports_per_horizon(capsys):
     result = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert [(r["horizon"], r["K"]) for r in result["rows"]] == [(4, 2), (4, 4), (6, 2), (6, 4)]
     assert all(r["decisions_per_episode"] > 0 and r["snr2_per_1000_decisions"] >= 0 for r in result["rows"])
+    # Segments: one cohort of K continuations per root state.
+    assert credit_snr.main(["--horizons", "12", "--segment", "4", "--episodes", "3", "--rollouts", "2", "3",
+                            "--credit", "reward_to_go"]) == 0
+    result = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert [(r["horizon"], r["segment"], r["K"]) for r in result["rows"]] == [(12, 4, 2), (12, 4, 3)]
+    assert all(r["decisions_per_episode"] > 0 for r in result["rows"])
+    with pytest.raises(SystemExit, match="--segment 20 needs every horizon"):
+        credit_snr.main(["--horizons", "12", "--segment", "20"])
     assert all(len(r["snr_per_agent"]) == 2 and min(r["snr2_per_1000_decisions_per_agent"]) >= 0
                for r in result["rows"])  # one private adapter's view per agent
     assert credit_snr.main(["--horizons", "6", "--episodes", "8", "--rollouts", "2", "--draws", "50",

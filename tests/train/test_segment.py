@@ -1,5 +1,5 @@
 """`train.segment`: cohorts of K rollouts that play S steps from a shared root state reached by
-burn-in picks, on the real Overcooked game (a tiny random Llama decides)."""
+uniform menu picks, on the real Overcooked game (a tiny random Llama decides)."""
 
 import jax
 import jax.numpy as jnp
@@ -53,7 +53,7 @@ def test_a_cohort_walks_to_one_root_together_then_plays_its_segment(overcooked_m
                            on_step=record, starts=[start], steps=SEGMENT)
     assert len(seen) == start + SEGMENT
     root = seen[start - 1][0]
-    # Up to the root the K episodes are one episode (shared burn-in picks)...
+    # Up to the root the K episodes are one episode (shared uniform menu picks)...
     for states, _ in seen[:start]:
         for leaf in jax.tree.leaves(states):
             assert (leaf == leaf[:1]).all()
@@ -68,7 +68,7 @@ def test_a_cohort_walks_to_one_root_together_then_plays_its_segment(overcooked_m
     assert batch.decisions and {d.step for d in batch.decisions} <= set(range(SEGMENT))
     assert min(d.step for d in batch.decisions) == 0  # every agent chooses at the root or before
     np.testing.assert_array_equal(batch.units, seen[-1][1] - seen[start - 1][1])
-    # The burn-in picks are the round's, not the policy's: an untrained and a moved bank walk
+    # The walking picks are the round's, not the policy's: an untrained and a moved bank walk
     # to the same root.
     moved = jax.tree.map(lambda x: x + 0.5, bank)
     again = []
