@@ -79,7 +79,7 @@ def power(x: np.ndarray, y: np.ndarray, n: int, draws: int, rng: np.random.Gener
 
 
 def play(game, policy: str, seeds: list[int], on_pick=None, starts: list[int] | None = None,
-         steps: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+         steps: int | None = None, walks: list[np.random.Generator] | None = None) -> tuple[np.ndarray, np.ndarray]:
     """One episode per seed, all stepped together. Returns each episode's team deliveries [n]
     and its training reward at each step (the games' step rewards, progress bonus included)
     [n, T]. `on_pick(k, i, menu, j, t)`, if given, sees every pick (agent i of episode k chose
@@ -87,9 +87,11 @@ def play(game, policy: str, seeds: list[int], on_pick=None, starts: list[int] | 
 
     `starts` [B] and `steps` play segments as the trainer's `train.segment` does
     (`rollout.collect_group`): the seeds split into B equal cohorts, cohort b's episodes walk
-    together for `starts[b]` steps (`rollout.walk_entry`, one draw per cohort, agent and step)
-    and `policy` then plays `steps` steps (default: to the horizon); the deliveries, rewards
-    (T = steps) and the picks' t are the segment's."""
+    together for `starts[b]` steps (`rollout.walk_entry`, one draw per cohort, agent and step,
+    from `walks[b]`; default: a stream per cohort index) and `policy` then plays `steps` steps
+    (default: to the horizon); the deliveries, rewards (T = steps) and the picks' t are the
+    segment's. With a training run's starts and `rollout.walk_rng(seed, round)` streams, the
+    cohorts start from that run's root states."""
     n, total = game.n_agents, len(seeds)
     starts = np.zeros(total, np.int64) if starts is None else np.asarray(starts, np.int64)
     if total % len(starts):
@@ -101,7 +103,9 @@ def play(game, policy: str, seeds: list[int], on_pick=None, starts: list[int] | 
     game.reset(seeds)
     letter_rngs = [[np.random.default_rng([s, i]) for i in range(n)] for s in seeds]
     pick_rngs = [np.random.default_rng([s, 1 << 20]) for s in seeds]
-    walk_rngs = [np.random.default_rng([b, 1 << 22]) for b in range(len(starts))]
+    walk_rngs = walks if walks is not None else [np.random.default_rng([b, 1 << 22]) for b in range(len(starts))]
+    if len(walk_rngs) != len(starts):
+        raise ValueError(f"{len(walk_rngs)} walk streams for {len(starts)} cohorts")
     choices = np.zeros((total, n), np.int32)
     rewards = np.zeros((total, steps))
     units = np.zeros(total)

@@ -404,6 +404,11 @@ def segment_start(seed: int, round_idx: int, horizon: int, segment: int) -> int:
     return int(np.random.default_rng([seed, round_idx, 1 << 23]).integers(horizon - segment + 1))
 
 
+def walk_rng(seed: int, round_idx: int) -> np.random.Generator:
+    """The stream a seed's segment walk to its root draws from in one round (`walk_entry`)."""
+    return np.random.default_rng([seed, round_idx, 1 << 22])
+
+
 def walk_entry(menu: list[MenuItem], rng: np.random.Generator) -> MenuItem:
     """The entry a segment's walk to its root takes from `menu`: uniform over the entries in
     option-index order, not the shuffled letter order, so the episodes of a cohort, in one state
@@ -468,7 +473,7 @@ def collect_group(game: Game, decider: Decider, base: Any, bank: Any, n_rollouts
         raise ValueError("augment reletters scored menus: it needs letter mode")
     augment_rngs = [[np.random.default_rng([e, i, 1 << 21]) for i in range(n)] for e in episodes] if augment else []
     fallback_rngs = [np.random.default_rng([s, round_idx, 1 << 20]) for s in seeds]
-    walk_rngs = [np.random.default_rng([s, round_idx, 1 << 22]) for s in seeds]
+    walk_rngs = [walk_rng(s, round_idx) for s in seeds]
     rewards = np.zeros((total, steps))
     units = np.zeros(total)
     decisions: list[list[Decision]] = [[] for _ in seeds]

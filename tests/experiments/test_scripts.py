@@ -5,6 +5,7 @@ import json
 import sys
 from pathlib import Path
 
+import jax
 import numpy as np
 import pytest
 
@@ -254,3 +255,40 @@ def test_idle_picks_compares_each_rounds_idle_share_with_uniform_picks(tmp_path,
     assert rows[0]["top_letter_share"] == 0.5
     with pytest.raises(SystemExit, match="no decision records"):
         idle_picks.main([str(tmp_path / "missing")])
+
+
+def test_segment_baseline_replays_each_rounds_root_and_pairs_the_returns(tiny_model_dir, tmp_path, capsys):
+    """The uniform baseline starts where the run's cohorts started: the trainer's walk and
+    `menu_policies.play`'s, given the run's start and `walk_rng(seed, round)`, reach one state."""
+    import segment_baseline
+    from menu_policies import play
+    from omjax.config import load_config
+    from omjax.train.rollout import collect_group, segment_start, walk_rng
+    from omjax.train.trainer import Trainer
+
+    run = tmp_path / "run"
+    cfg = load_config(None, [f"model.name={tiny_model_dir}", "env.layout=asymmetric_advantages", "env.horizon=30",
+                             "env.reward_shaping=1.0", "train.segment=5", "train.rounds=2", "train.rollouts=2",
+                             "train.minibatch_size=4", "lora.rank=2", "lora.targets=q,v", "run.progress=false",
+                             f"run.out_dir={run}"])
+    trainer = Trainer(cfg)
+    start = segment_start(0, 1, 30, 5)
+    roots = []
+    collect_group(trainer.game, trainer.decider, trainer.model.params, trainer.init_state().bank, 2,
+                  jax.random.PRNGKey(0)[None], [0], 1, 2, starts=[start], steps=1,
+                  on_step=lambda g: roots.append(g.positions().tolist()))
+    game, replay = trainer.game, []  # positions before each env step of the replay
+    step = game.step
+    game.step = lambda choices: (replay.append(game.positions().tolist()), step(choices))[1]
+    play(game, "uniform", [5, 6], starts=[start], steps=1, walks=[walk_rng(0, 1)])
+    del game.step
+    assert start > 0 and replay[start] == roots[start - 1]
+    assert replay[0] != replay[start]  # the walk moved
+    trainer.run()
+    assert segment_baseline.main([str(run), "--rollouts", "3"]) == 0
+    result = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert [r["round"] for r in result["rows"]] == [0, 1] and result["rows"][1]["start"] == start
+    assert result["paired"]["rounds"] == 2
+    assert segment_baseline.paired([{"trained": 2.0, "uniform": 1.0}, {"trained": 3.0, "uniform": 1.0}])["rounds_above"] == 2
+    with pytest.raises(SystemExit, match="no metrics.jsonl"):
+        segment_baseline.main([str(tmp_path)])
