@@ -283,7 +283,10 @@ class TrainConfig:
     with the same uniform-random menu picks and the cohort compares K continuations
     of that one state (`rollout.collect_group`). Not in the paper: short rollouts from the reset
     state only ever train the opening of an episode, while segments train on states from all of
-    it at the same cost per round (Overcooked only: Melting Pot episodes of a cohort start apart)."""
+    it at the same cost per round (Overcooked only: Melting Pot episodes of a cohort start apart).
+    The round's return then depends on its root as much as on the policy, so the best-round
+    checkpoint marks the richest root as often as the best policy; `experiments/segment_baseline.py`
+    compares each round with uniform picks from its own root."""
 
     letter_augment: int = 0
     """Letter mode: the update also scores each decision, with its advantage, under this many
