@@ -38,7 +38,7 @@ from omjax.config import load_config  # noqa: E402
 from omjax.eval.stats import bootstrap_ci, mann_whitney  # noqa: E402
 from omjax.games.registry import make_game  # noqa: E402
 from omjax.options.libraries import resolve_library  # noqa: E402
-from omjax.train.rollout import walk_entry  # noqa: E402
+from omjax.train.rollout import segment_plan, walk_entry  # noqa: E402
 
 IDLE = ("wait", "drop_held")
 
@@ -93,13 +93,10 @@ def play(game, policy: str, seeds: list[int], on_pick=None, starts: list[int] | 
     segment's. With a training run's starts and `rollout.walk_rng(seed, round)` streams, the
     cohorts start from that run's root states."""
     n, total = game.n_agents, len(seeds)
-    starts = np.zeros(total, np.int64) if starts is None else np.asarray(starts, np.int64)
+    starts = [0] * total if starts is None else starts
     if total % len(starts):
         raise ValueError(f"{total} seeds do not split into {len(starts)} cohorts")
-    start_of = np.repeat(starts, total // len(starts))  # [n]
-    steps = game.horizon - int(starts.max()) if steps is None else int(steps)
-    if steps < 1 or starts.min() < 0 or starts.max() + steps > game.horizon:
-        raise ValueError(f"segments of {steps} steps from {starts.tolist()} do not fit {game.horizon}-step episodes")
+    start_of, steps = segment_plan(starts, total // len(starts), game.horizon, steps)  # [n], T
     game.reset(seeds)
     letter_rngs = [[np.random.default_rng([s, i]) for i in range(n)] for s in seeds]
     pick_rngs = [np.random.default_rng([s, 1 << 20]) for s in seeds]
@@ -109,7 +106,7 @@ def play(game, policy: str, seeds: list[int], on_pick=None, starts: list[int] | 
     choices = np.zeros((total, n), np.int32)
     rewards = np.zeros((total, steps))
     units = np.zeros(total)
-    for t in range(int(starts.max()) + steps):
+    for t in range(int(start_of.max()) + steps):
         units[start_of == t] -= game.agent_returns().sum(axis=1)[start_of == t]
         walk: dict = {}
         for k, i in np.argwhere(game.needs_decision()):

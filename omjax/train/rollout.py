@@ -404,6 +404,18 @@ def segment_start(seed: int, round_idx: int, horizon: int, segment: int) -> int:
     return int(np.random.default_rng([seed, round_idx, 1 << 23]).integers(horizon - segment + 1))
 
 
+def segment_plan(starts: list[int] | np.ndarray, cohort: int, horizon: int,
+                 steps: int | None = None) -> tuple[np.ndarray, int]:
+    """Each episode's root step [len(starts) x cohort] (cohort b's episodes b*cohort .. start at
+    `starts[b]`) and the steps every episode plays from its root (default: up to the horizon
+    from the latest root); refuses segments that do not fit the episodes."""
+    starts = np.asarray(starts, np.int64).reshape(-1)
+    steps = horizon - int(starts.max(initial=0)) if steps is None else int(steps)
+    if not len(starts) or steps < 1 or starts.min() < 0 or starts.max() + steps > horizon:
+        raise ValueError(f"segments of {steps} steps from {starts.tolist()} do not fit {horizon}-step episodes")
+    return np.repeat(starts, cohort), steps
+
+
 def walk_rng(seed: int, round_idx: int) -> np.random.Generator:
     """The stream a seed's segment walk to its root draws from in one round (`walk_entry`)."""
     return np.random.default_rng([seed, round_idx, 1 << 22])
@@ -456,12 +468,10 @@ def collect_group(game: Game, decider: Decider, base: Any, bank: Any, n_rollouts
     cfg = decider.cfg
     n_seeds, n = len(seeds), game.n_agents
     total = n_seeds * n_rollouts
-    starts = np.zeros(n_seeds, np.int64) if starts is None else np.asarray(starts, np.int64)
-    steps = game.horizon - int(starts.max(initial=0)) if steps is None else int(steps)
-    if starts.shape != (n_seeds,) or (starts < 0).any() or steps < 1 or starts.max() + steps > game.horizon:
-        raise ValueError(f"segments of {steps} steps from {starts.tolist()} do not fit {n_seeds} seed(s) "
-                         f"of {game.horizon}-step episodes")
-    start_of = np.repeat(starts, n_rollouts)  # [S * K] each episode's root step
+    if starts is not None and len(starts) != n_seeds:
+        raise ValueError(f"{len(starts)} segment starts for {n_seeds} seed(s)")
+    # [S * K] each episode's root step
+    start_of, steps = segment_plan([0] * n_seeds if starts is None else starts, n_rollouts, game.horizon, steps)
     if episodes is None:
         episodes = [episode_seed(s, round_idx, k) for s in seeds for k in range(n_rollouts)]
     elif len(episodes) != total:
@@ -481,7 +491,7 @@ def collect_group(game: Game, decider: Decider, base: Any, bank: Any, n_rollouts
     system = game.system_message()
     # Once per adapter version: the bank is fixed until the update.
     prefix = decider.prefill(base, bank, system, keep_trunk)
-    bar = tqdm(range(int(starts.max()) + steps), desc=f"round {round_idx} rollouts", leave=False,
+    bar = tqdm(range(int(start_of.max()) + steps), desc=f"round {round_idx} rollouts", leave=False,
                disable=not progress)
     for t in bar:
         if (start_of == t).any():
@@ -555,7 +565,7 @@ def collect_group(game: Game, decider: Decider, base: Any, bank: Any, n_rollouts
     bar.close()
     return [RolloutBatch(decisions=decisions[s], rewards=rewards[s * n_rollouts:(s + 1) * n_rollouts],
                          n_agents=n, steps=steps, units=units[s * n_rollouts:(s + 1) * n_rollouts],
-                         start=int(starts[s])) for s in range(n_seeds)]
+                         start=int(start_of[s * n_rollouts])) for s in range(n_seeds)]
 
 
 def decision_record(d: Decision, round_idx: int) -> dict:
