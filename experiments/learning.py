@@ -177,6 +177,25 @@ SETTINGS = {
     "overcooked_seg10_rtg": Setting("quickstart_overcooked_smollm2.yaml",
                                     (*_H10, "train.advantage=reward_to_go", "env.horizon=150", "train.segment=10"),
                                     "deliveries", eval_episodes=16, eval_batch=16, eval_overrides=("env.horizon=150",)),
+    # The seventh setting (session 18): each decision credited with its own advantage under the
+    # uniform menu policy (`train.advantage=uniform_q`, not in the paper: Q_u(s, a) - V_u(s) from
+    # 8 simulated 20-step continuations per menu option, every later pick uniform) instead of a
+    # cohort-normalised team return, and the clipped surrogate taken over every menu entry with
+    # its own advantage (`train.all_options`, not in the paper) instead of at the sampled one.
+    # Chosen from scripted policies on training seeds 0-31 (`menu_policies.py --policies uniform
+    # q_greedy q_soft`, never a held-out episode): greedy in Q_u delivers 3.2 soups per 150-step
+    # episode (uniform 0.10), softmax at temperature 2 0.63; the idle options' raw advantage
+    # averages -0.34 against +0.32 for the rest (sd 1.65). A 2-round pilot of the sampled
+    # surrogate (seed 1, K = 4) cost ~370 s a round for ~120 decisions (1.45 s a decision in
+    # rollouts at steps 110-150, whose prompts are ~480 tokens). Rollouts play 30-step segments of
+    # 150-step episodes (the cohort no longer compares K continuations, so K = 2: more, smaller
+    # rounds), 14 rounds (~60 decisions, ~190 s each) to leave the two held-out evaluations
+    # their ~44 minutes; the LoRA and optimiser keys are the fourth's.
+    "overcooked_q": Setting("quickstart_overcooked_smollm2.yaml",
+                            (*_H10, "env.horizon=150", "train.advantage=uniform_q", "train.q_horizon=20",
+                             "train.q_rollouts=8", "train.all_options=true", "train.letter_baseline=false",
+                             "train.segment=30", "train.rollouts=2", "train.rounds=14"),
+                            "deliveries", eval_episodes=16, eval_batch=16),
     # Seven agents, 8-step episodes (the quick-start's): rounds take minutes, so few of them.
     "cleanup": Setting(
         "quickstart_cleanup_smollm2.yaml",

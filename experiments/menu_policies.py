@@ -4,6 +4,8 @@
     python experiments/menu_policies.py --layouts cramped_room --horizon 200 --episodes 64
     python experiments/menu_policies.py --layouts asymmetric_advantages --horizon 150 --episodes 256 \
         --policies uniform no_idle half_idle --power 16 32 64     # what a held-out test can detect
+    python experiments/menu_policies.py --layouts asymmetric_advantages --horizon 150 --episodes 32 \
+        --policies uniform q_greedy q_soft                       # what train.advantage=uniform_q rates
 
 Each policy picks from the same menus the LLM sees (the shipped option library, guards and
 letter shuffle; the library the config's seed draws, as in `learning.py`): `uniform` picks any
@@ -28,6 +30,7 @@ import sys
 import time
 from pathlib import Path
 
+import jax
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -38,6 +41,7 @@ from omjax.config import load_config  # noqa: E402
 from omjax.eval.stats import bootstrap_ci, mann_whitney  # noqa: E402
 from omjax.games.registry import make_game  # noqa: E402
 from omjax.options.libraries import resolve_library  # noqa: E402
+from omjax.train.continuation import UniformQ  # noqa: E402
 from omjax.train.rollout import segment_plan, walk_entry  # noqa: E402
 
 IDLE = ("wait", "drop_held")
@@ -51,15 +55,26 @@ WHEN = {
     "no_idle_when_empty": lambda opts: "pick_onion" in opts,
     "no_idle_when_dish_or_soup": lambda opts: not {"place_in_pot", "pick_onion"} & opts,
 }
-POLICIES = ("uniform", "no_idle", "half_idle", *WHEN)
+# Policies that read the game's state through `train.advantage=uniform_q`'s action values Q_u
+# (`omjax.train.continuation`): `q_greedy` takes a best option, `q_soft` samples exp(Q_u / 2).
+Q_POLICIES = {"q_greedy": 0.0, "q_soft": 2.0}
+POLICIES = ("uniform", "no_idle", "half_idle", *WHEN, *Q_POLICIES)
 
 
-def pick(policy: str, menu, rng: np.random.Generator) -> int:
+def pick(policy: str, menu, rng: np.random.Generator, q: np.ndarray | None = None) -> int:
     """Menu position chosen by a scripted policy (`POLICIES`): `uniform`; `no_idle` (never an idle
     option while anything else is offered); `half_idle` (idle entries at half the weight of the
-    others); `no_idle_when_*` (`no_idle` in those menus only, uniform elsewhere)."""
+    others); `no_idle_when_*` (`no_idle` in those menus only, uniform elsewhere); `q_greedy` /
+    `q_soft` (from `q` [I], the decision's Q_u of every library instance)."""
     if policy not in POLICIES:
         raise ValueError(f"unknown policy {policy!r}; known: {POLICIES}")
+    if policy in Q_POLICIES:
+        vals = np.array([q[it.index] for it in menu])
+        tau = Q_POLICIES[policy]
+        if tau == 0:
+            return int(rng.choice(np.flatnonzero(vals == vals.max())))
+        weight = np.exp((vals - vals.max()) / tau)
+        return int(rng.choice(len(menu), p=weight / weight.sum()))
     idle = np.array([it.opt in IDLE for it in menu])
     if policy == "half_idle":
         weight = np.where(idle, 0.5, 1.0)
@@ -79,7 +94,8 @@ def power(x: np.ndarray, y: np.ndarray, n: int, draws: int, rng: np.random.Gener
 
 
 def play(game, policy: str, seeds: list[int], on_pick=None, starts: list[int] | None = None,
-         steps: int | None = None, walks: list[np.random.Generator] | None = None) -> tuple[np.ndarray, np.ndarray]:
+         steps: int | None = None, walks: list[np.random.Generator] | None = None,
+         q_values: UniformQ | None = None) -> tuple[np.ndarray, np.ndarray]:
     """One episode per seed, all stepped together. Returns each episode's team deliveries [n]
     and its training reward at each step (the games' step rewards, progress bonus included)
     [n, T]. `on_pick(k, i, menu, j, t)`, if given, sees every pick (agent i of episode k chose
@@ -91,7 +107,10 @@ def play(game, policy: str, seeds: list[int], on_pick=None, starts: list[int] | 
     from `walks[b]`; default: a stream per cohort index) and `policy` then plays `steps` steps
     (default: to the horizon); the deliveries, rewards (T = steps) and the picks' t are the
     segment's. With a training run's starts and `rollout.walk_rng(seed, round)` streams, the
-    cohorts start from that run's root states."""
+    cohorts start from that run's root states. The `q_*` policies read `q_values` (a
+    `continuation.UniformQ` of `game`)."""
+    if policy in Q_POLICIES and q_values is None:
+        raise ValueError(f"policy {policy!r} needs q_values (a UniformQ of the game)")
     n, total = game.n_agents, len(seeds)
     starts = [0] * total if starts is None else starts
     if total % len(starts):
@@ -109,7 +128,17 @@ def play(game, policy: str, seeds: list[int], on_pick=None, starts: list[int] | 
     for t in range(int(start_of.max()) + steps):
         units[start_of == t] -= game.agent_returns().sum(axis=1)[start_of == t]
         walk: dict = {}
-        for k, i in np.argwhere(game.needs_decision()):
+        pending = np.argwhere(game.needs_decision())
+        q = {}
+        if policy in Q_POLICIES:
+            deciding = [(int(k), int(i)) for k, i in pending if t >= start_of[k]]
+            if deciding:
+                snaps = [game.snapshot(k) for k, _ in deciding]
+                vals, _ = q_values.estimate(*(jax.tree.map(lambda *xs: np.stack(xs), *[s[j] for s in snaps])
+                                              for j in (0, 1)), [i for _, i in deciding],
+                                            jax.random.fold_in(jax.random.PRNGKey(seeds[0]), t))
+                q = dict(zip(deciding, vals))
+        for k, i in pending:
             menu = game.menu(int(k), int(i), letter_rngs[k][i])
             if t < start_of[k]:
                 cohort = int(k) * len(starts) // total
@@ -117,7 +146,7 @@ def play(game, policy: str, seeds: list[int], on_pick=None, starts: list[int] | 
                     walk[(cohort, i)] = walk_entry(menu, walk_rngs[cohort])
                 choices[k, i] = walk[(cohort, i)].index
                 continue
-            j = pick(policy, menu, pick_rngs[k])
+            j = pick(policy, menu, pick_rngs[k], q.get((int(k), int(i))))
             if on_pick is not None and t < start_of[k] + steps:
                 on_pick(int(k), int(i), menu, j, t - int(start_of[k]))
             choices[k, i] = menu[j].index
@@ -138,6 +167,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--power", nargs="*", type=int, default=[], metavar="N",
                         help="held-out episodes per side of a trained-vs-frozen test to size")
     parser.add_argument("--draws", type=int, default=1000, help="samples per power estimate")
+    parser.add_argument("--q-horizon", type=int, default=20, help="q_* policies: steps per continuation")
+    parser.add_argument("--q-rollouts", type=int, default=8, help="q_* policies: continuations per option")
     args = parser.parse_args(argv)
     if args.episodes < 2:
         raise SystemExit(f"--episodes must be >= 2 (a bootstrap CI needs them), got {args.episodes}")
@@ -156,7 +187,8 @@ def main(argv: list[str] | None = None) -> int:
         played = {}
         for policy in args.policies:
             t0 = time.time()
-            units, _ = play(game, policy, list(range(args.episodes)))
+            q_values = UniformQ(game, args.q_horizon, args.q_rollouts) if policy in Q_POLICIES else None
+            units, _ = play(game, policy, list(range(args.episodes)), q_values=q_values)
             played[policy] = units
             ci = bootstrap_ci(units.tolist())
             row = {"layout": layout, "horizon": args.horizon, "policy": policy, "episodes": args.episodes,

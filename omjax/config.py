@@ -205,6 +205,10 @@ class PolicyConfig:
         _check(self.reward_window >= 1, "policy.reward_window", "must be >= 1")
 
 
+#: What `train.advantage` may name.
+ADVANTAGES = ("episode", "reward_to_go", "uniform_q")
+
+
 @dataclasses.dataclass(frozen=True)
 class TrainConfig:
     rounds: int = 100
@@ -274,7 +278,26 @@ class TrainConfig:
     Not in the paper: rewards paid before a decision are noise to it. Under uniform menu picks on
     Asymmetric Advantages (10-150-step episodes, K = 16) it multiplies the cohort's SNR^2 per
     decision along "pick the idle options less" by 1.9-2.9 for a shared adapter and 1.2-5.5 for
-    a private one (`experiments/credit_snr.py --credit`)."""
+    a private one (`experiments/credit_snr.py --credit`). "uniform_q": each decision's own
+    advantage under the uniform menu policy, Q_u(s, a) - V_u(s), estimated by `q_rollouts`
+    simulated continuations of `q_horizon` steps per menu option in which every later pick is
+    uniform (`omjax.train.continuation`), divided by the round's standard deviation of them.
+    Not in the paper; Overcooked option menus only. A scripted policy greedy in it delivers 3.2
+    soups per 150-step Asymmetric Advantages episode against 0.10 for uniform picks, and one
+    softmax in it at temperature 2 delivers 0.63 (`experiments/menu_policies.py`, seeds 0-31)."""
+
+    q_horizon: int = 20
+    """`advantage=uniform_q`: env steps each continuation runs (cut at the episode's end)."""
+
+    q_rollouts: int = 8
+    """`advantage=uniform_q`: continuations per menu option (the same streams for every option)."""
+
+    all_options: bool = False
+    """Letter mode with `advantage=uniform_q`: the clipped surrogate is taken in expectation over
+    every menu entry, each with its own advantage, under the policy the update starts from
+    (`grpo.all_options_surrogate`), instead of at the sampled entry alone. Not in the paper: the
+    sampled surrogate is a one-draw estimate of this one, and under a near-uniform policy over a
+    menu of ~6 entries most of its variance is which entry was drawn."""
 
     segment: int = 0
     """0: every round's rollouts play whole episodes from the reset state (the paper). S > 0:
@@ -326,8 +349,10 @@ class TrainConfig:
         _check(self.adam_eps > 0, "train.adam_eps", "must be > 0")
         _check(self.update_rows >= 0, "train.update_rows", f"must be >= 0, got {self.update_rows}")
         _check(self.update_tokens >= 0, "train.update_tokens", f"must be >= 0, got {self.update_tokens}")
-        _check(self.advantage in ("episode", "reward_to_go"), "train.advantage",
-               f"must be 'episode' or 'reward_to_go', got {self.advantage!r}")
+        _check(self.advantage in ADVANTAGES, "train.advantage",
+               f"must be one of {', '.join(map(repr, ADVANTAGES))}, got {self.advantage!r}")
+        _check(self.q_horizon >= 1, "train.q_horizon", f"must be >= 1, got {self.q_horizon}")
+        _check(self.q_rollouts >= 1, "train.q_rollouts", f"must be >= 1, got {self.q_rollouts}")
         _check(self.segment >= 0, "train.segment", f"must be >= 0, got {self.segment}")
         _check(self.letter_augment >= 0, "train.letter_augment", f"must be >= 0, got {self.letter_augment}")
         _check(self.letter_prior_coef >= 0, "train.letter_prior_coef", f"must be >= 0, got {self.letter_prior_coef}")
@@ -415,6 +440,27 @@ class Config:
             not self.train.segment or self.env.game == "overcooked", "train.segment",
             f"needs the K rollouts of a cohort to start in one state, which Overcooked's do and "
             f"{self.env.game}'s do not: set train.segment=0",
+        )
+        _check(
+            self.train.advantage != "uniform_q"
+            or (self.env.game == "overcooked" and self.policy.action_interface == "options"),
+            "train.advantage",
+            "uniform_q simulates continuations in the Overcooked option executor: it needs "
+            f"env.game=overcooked and policy.action_interface=options, got {self.env.game} / "
+            f"{self.policy.action_interface}",
+        )
+        _check(
+            not self.train.all_options or (self.train.advantage == "uniform_q"
+                                           and self.policy.decision_mode == "letter"),
+            "train.all_options",
+            "needs every menu entry's advantage and an explicit menu distribution: set "
+            "train.advantage=uniform_q and policy.decision_mode=letter",
+        )
+        _check(
+            not (self.train.all_options and (self.train.letter_baseline or self.train.letter_augment)),
+            "train.all_options",
+            "credits every entry of the menu, so there is no sampled letter for train.letter_baseline "
+            "or train.letter_augment to correct: set them off",
         )
         _check(
             not (self.train.letter_augment and self.policy.decision_mode != "letter"),

@@ -105,6 +105,11 @@ class Game(abc.ABC):
     def agent_returns(self) -> np.ndarray:
         """float [K, A] each agent's return so far in task units (deliveries, apples)."""
 
+    def snapshot(self, k: int):
+        """Episode k's full state now as host pytrees, enough to simulate it on
+        (`train.advantage=uniform_q`); games that cannot be simulated from a copy say so."""
+        raise NotImplementedError(f"{type(self).__name__} keeps no copyable episode state")
+
     def extras(self) -> dict[str, np.ndarray]:
         """Game-specific probes of every episode now, each an array with leading axis K:
         `deliveries` int [K, A] (Overcooked), `cleaned` / `eaten` int [K, A] (Cleanup),

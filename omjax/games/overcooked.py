@@ -147,16 +147,35 @@ class OvercookedOptionsGame(OvercookedGame):
 
         self._step = jax.jit(jax.vmap(one))
         self.execs = None
+        self._host_execs = None
 
     def reset(self, seeds: list[int]) -> None:
         super().reset(seeds)
         self.execs = _stack(self.lib.init_exec(), len(seeds))
+        self._host_execs = None
 
     def needs_decision(self) -> np.ndarray:
         return (np.asarray(self.execs.inst) < 0) & self.active
 
     def menu(self, k: int, agent: int, rng: np.random.Generator) -> list[MenuItem]:
         return self.lib.menu(self._state(k), agent, self.guards, rng)
+
+    def snapshot(self, k: int):
+        """(env `State`, executor `Exec`) of episode k now, host arrays."""
+        if self._host_execs is None:
+            self._host_execs = jax.tree.map(np.asarray, self.execs)
+        return self._state(k), jax.tree.map(lambda x: x[k], self._host_execs)
+
+    def restore(self, snapshots: list) -> None:
+        """Start len(snapshots) episodes, episode k from `snapshots[k]` (a `snapshot`), with no
+        deliveries counted yet: branches of saved states played on by the same rules."""
+        if not snapshots:
+            raise ValueError("restore needs at least one snapshot")
+        stack = lambda *xs: jnp.asarray(np.stack(xs))
+        self.reset([0] * len(snapshots))
+        self.states = jax.tree.map(stack, *[s[0] for s in snapshots])
+        self._host = jax.tree.map(np.asarray, self.states)
+        self.execs = jax.tree.map(stack, *[s[1] for s in snapshots])
 
     def fallback(self, k: int, agent: int, menu: list[MenuItem]) -> int:
         for pos, item in enumerate(menu):
@@ -167,6 +186,7 @@ class OvercookedOptionsGame(OvercookedGame):
     def step(self, choices: np.ndarray) -> np.ndarray:
         states, self.execs, reward, sparse, valid, outcome = self._step(self.states, self.execs,
                                                                         jnp.asarray(choices, jnp.int32))
+        self._host_execs = None
         self._ended(np.asarray(valid), np.asarray(outcome))
         return self._stepped(states, sparse, reward)
 

@@ -81,6 +81,31 @@ def clipped_surrogate(
     return loss, ratio, was_clipped
 
 
+def all_options_surrogate(dist: jax.Array, old_dist: jax.Array, dist_mask: jax.Array, option_advantage: jax.Array,
+                          clip_eps: float) -> tuple[jax.Array, jax.Array]:
+    """The clipped surrogate in expectation over every entry of an explicit menu distribution
+    instead of at the one sampled: -sum_a pi_old(a) min(rho_a A_a, clip(rho_a, 1-eps, 1+eps) A_a),
+    rho_a = pi(a) / pi_old(a) (`train.all_options`). `clipped_surrogate` at a draw a ~ pi_old is an
+    unbiased one-sample estimate of it; where every entry's advantage is known
+    (`train.advantage=uniform_q`) this removes the noise of which entry was drawn.
+
+    Args:
+      dist, old_dist: [B, N] normalised log-probs over the N entries (letter mode: state label x
+        menu slot) under the adapter being trained and the one the update started from.
+      dist_mask: [B, N] which entries are real.
+      option_advantage: [B, N] advantage of each entry.
+    Returns:
+      loss [B] and the share of the old policy's probability mass whose clipped branch is active [B].
+    """
+    ratio = jnp.exp(jnp.where(dist_mask, dist - old_dist, 0.0))  # [B, N]
+    clipped_obj = jnp.clip(ratio, 1.0 - clip_eps, 1.0 + clip_eps) * option_advantage
+    obj = jnp.minimum(ratio * option_advantage, clipped_obj)
+    weight = jnp.where(dist_mask, jnp.exp(old_dist), 0.0)  # [B, N]
+    loss = -jnp.sum(weight * obj, axis=-1)
+    clipped = jnp.sum(weight * (clipped_obj < ratio * option_advantage), axis=-1)
+    return loss, clipped
+
+
 def kl_exact(logp_dist: jax.Array, ref_logp_dist: jax.Array, dist_mask: jax.Array) -> jax.Array:
     """Exact KL(pi || pi_ref) between two distributions over the same finite menu.
 

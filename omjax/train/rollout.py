@@ -90,6 +90,14 @@ class Decision:
     (`collect(..., keep_trunk=True)`); the update starts from it instead of recomputing it."""
     variants: list[Variant] = dataclasses.field(default_factory=list)
     """Relettered copies the update also scores (`collect(..., augment=n)`)."""
+    snapshot: Any = None
+    """(env state, executor state) of the decision's episode when it was asked, host pytrees,
+    when the rollout kept them (`collect_group(..., snapshots=True)`; `Game.snapshot`)."""
+    advantage: float | None = None
+    """The decision's own advantage, where the trainer credits decisions one by one
+    (`train.advantage=uniform_q`; `update_inputs(advantages=None)`)."""
+    option_advantages: np.ndarray | None = None
+    """[len(menu)] the advantage of every entry of `menu` (`train.all_options`)."""
 
 
 @dataclasses.dataclass
@@ -449,7 +457,7 @@ def collect_group(game: Game, decider: Decider, base: Any, bank: Any, n_rollouts
                   on_step: Callable[[Game], None] | None = None,
                   episodes: list[int] | None = None, keep_trunk: bool = False,
                   augment: int = 0, starts: list[int] | None = None,
-                  steps: int | None = None) -> list[RolloutBatch]:
+                  steps: int | None = None, snapshots: bool = False) -> list[RolloutBatch]:
     """The K = `n_rollouts` joint episodes of every seed, stepped together (one batched backbone
     call per env step over all seeds' pending decisions); the game runs S x K episodes, `keys`
     [S] are the seeds' round keys and `bank` their S x `adapters_per_seed` adapters. Returns one
@@ -464,7 +472,9 @@ def collect_group(game: Game, decider: Decider, base: Any, bank: Any, n_rollouts
     of the prompts records them), then play `steps` policy steps (default: to the horizon) whose
     rewards, decisions and task units are the rollouts'. Only games whose K episodes of a slot
     start in one state can share a root (Overcooked); the caller checks. Defaults: every slot
-    starts at the reset state and plays the whole episode."""
+    starts at the reset state and plays the whole episode.
+
+    `snapshots`: each decision keeps its episode's state when it was asked (`Decision.snapshot`)."""
     cfg = decider.cfg
     n_seeds, n = len(seeds), game.n_agents
     total = n_seeds * n_rollouts
@@ -549,7 +559,8 @@ def collect_group(game: Game, decider: Decider, base: Any, bank: Any, n_rollouts
                 step = t - int(start_of[req.rollout])
                 decisions[slot].append(Decision(local, req.agent, step, out.prompt_ids, out.reply_ids, out.reply,
                                                 req.menu, out.action, out.logp, out.parsed, req.branches, out.state,
-                                                out.trunk, variants))
+                                                out.trunk, variants,
+                                                game.snapshot(req.rollout) if snapshots else None))
         reward = game.step(choices)
         if on_step is not None:
             on_step(game)
@@ -586,7 +597,7 @@ def decision_record(d: Decision, round_idx: int) -> dict:
 
 
 def update_inputs(decisions: list[Decision], policy: LetterPolicy | SamplePolicy, decider: Decider,
-                  advantages: np.ndarray, n_groups: int, group_of: Callable[[Decision], int],
+                  advantages: np.ndarray | None, n_groups: int, group_of: Callable[[Decision], int],
                   minibatch_size: int, min_rows: int = 0, min_tokens: int = 0,
                   letter_baseline: bool = False) -> DecisionBatch:
     """Per-adapter padded decision arrays for the vmapped update: a `DecisionBatch` of
@@ -604,14 +615,20 @@ def update_inputs(decisions: list[Decision], policy: LetterPolicy | SamplePolicy
     with its advantage and state; the rollout never scored them, so a batch holding any leaves
     `old_logp` None (the update scores every row under the adapter it starts from).
 
-    `advantages` is [R] (one per rollout: `decision.rollout` indexes it) or [R, T] (one per
-    rollout and env step, `train.advantage=reward_to_go`: `decision.step` indexes its columns).
+    `advantages` is [R] (one per rollout: `decision.rollout` indexes it), [R, T] (one per
+    rollout and env step, `train.advantage=reward_to_go`: `decision.step` indexes its columns)
+    or None (each decision's own `Decision.advantage`, `train.advantage=uniform_q`).
     `letter_baseline`: each row's advantage less the mean over the adapter's rows that picked
-    the same letter (`train.letter_baseline`).
+    the same letter (`train.letter_baseline`). When every decision carries the advantage of each
+    menu entry (`Decision.option_advantages`, letter mode), the batch does too
+    (`DecisionBatch.option_advantage` [G, B, menu slots]).
     """
-    if advantages.ndim not in (1, 2):
+    if advantages is None:
+        if any(d.advantage is None for d in decisions):
+            raise ValueError("advantages=None takes each decision's own advantage, but some have none")
+    elif advantages.ndim not in (1, 2):
         raise ValueError(f"advantages must be [rollouts] or [rollouts, steps], got shape {advantages.shape}")
-    per_step = advantages.ndim == 2
+    own, per_step = advantages is None, advantages is not None and advantages.ndim == 2
     relettered = any(d.variants for d in decisions)
     if relettered:
         decisions = [row for d in decisions for row in (
@@ -630,13 +647,18 @@ def update_inputs(decisions: list[Decision], policy: LetterPolicy | SamplePolicy
     valid = np.zeros((n_groups, b), bool)
     shape = letter_shape([d.menu for d in decisions], [d.branches for d in decisions]) if is_letter else None
     kept = is_letter and bool(decisions) and all(d.trunk is not None for d in decisions)
+    all_options = is_letter and bool(decisions) and all(d.option_advantages is not None for d in decisions)
+    option_adv = np.zeros((n_groups, b, shape[2]), np.float32) if all_options else None
     per_group = []
     for gi, g in enumerate(groups):
         tokens, mask = inference.left_pad(seqs[gi], length, decider.pad_id, rows=b)
-        adv[gi, : len(g)] = [advantages[d.rollout, d.step] if per_step else advantages[d.rollout] for d in g]
+        adv[gi, : len(g)] = [d.advantage if own else advantages[d.rollout, d.step] if per_step
+                             else advantages[d.rollout] for d in g]
         if letter_baseline:
             adv[gi, : len(g)] -= letter_means(adv[gi, : len(g)], [d.menu[d.action].letter for d in g])
         old[gi, : len(g)] = [d.logp for d in g]
+        for j, d in enumerate(g if all_options else ()):
+            option_adv[gi, j, : len(d.menu)] = d.option_advantages
         valid[gi, : len(g)] = True
         if is_letter:
             one = decider.letter_inputs([d.menu for d in g], [d.branches for d in g], tokens, mask, shape)
@@ -653,7 +675,8 @@ def update_inputs(decisions: list[Decision], policy: LetterPolicy | SamplePolicy
     inputs = {name: np.stack([one[name] for one in per_group]) for name in per_group[0]}
     if kept:
         inputs["trunk"] = Trunk(hidden=inputs["trunk"], extras={}, n_layers=policy.frozen_layers)
-    return DecisionBatch(inputs=inputs, advantage=adv, valid=valid, old_logp=None if relettered else old)
+    return DecisionBatch(inputs=inputs, advantage=adv, valid=valid, old_logp=None if relettered else old,
+                         option_advantage=option_adv)
 
 
 def letter_means(advantage: np.ndarray, letters: list[str]) -> np.ndarray:

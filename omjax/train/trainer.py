@@ -41,8 +41,9 @@ from omjax.models import load, memory_estimate
 from omjax.models import loader
 from omjax.models import lora as lora_lib
 from omjax.options.libraries import LIBRARY_FILE, library_record, resolve_library, write_library_record
-from omjax.train import grpo
+from omjax.train import continuation, grpo
 from omjax.train.checkpoint import Checkpointer, TrainState
+from omjax.train.continuation import UniformQ
 from omjax.train.metrics import MetricsLog, plot_learning_curve, write_jsonl_atomic
 from omjax.train.policy import LetterPolicy, SamplePolicy
 from omjax.train.sharding import Placement, device_bytes_limit, model_axis, staging_device, to_host
@@ -178,6 +179,9 @@ class Trainer:
                                                                   cfg.policy.action_interface)
         self.decider = Decider(self.policy, self.model.tokenizer, cfg.policy)
         self.decider.placement = self.placement
+        self.q_values = (UniformQ(self.game, cfg.train.q_horizon, cfg.train.q_rollouts)
+                         if cfg.train.advantage == "uniform_q" else None)
+        """`train.advantage=uniform_q`: the continuation estimator of each decision's advantage."""
         self.keep_trunk = (cfg.train.reuse_trunk and cfg.train.train and self.decider.letter_mode
                            and self.policy.keeps_trunk and not cfg.train.letter_augment)
         """Whether training rollouts hand each decision's frozen trunk to the update
@@ -253,14 +257,16 @@ class Trainer:
                                     jnp.stack([sp[1] for sp in splits]), self.seeds, r, a, progress=cfg.run.progress,
                                     keep_trunk=self.keep_trunk,
                                     augment=cfg.train.letter_augment if cfg.train.train else 0,
-                                    **self._segments(r))
+                                    snapshots=self.q_values is not None and cfg.train.train, **self._segments(r))
         except RolloutWorkerError as err:
             raise RolloutWorkerError(f"round {r} of the run with seed{'s' if n_seeds > 1 else ''} "
                                      f"{', '.join(map(str, self.seeds))}: {err}") from err
         t1 = time.time()
-        advs, zeros = [], []
-        for b in batches:
-            if cfg.train.advantage == "reward_to_go":
+        advs, zeros, q_rows = [], [], [{} for _ in batches]
+        for s, b in enumerate(batches):
+            if self.q_values is not None and cfg.train.train:
+                adv, zero, q_rows[s] = self._own_advantages(b, jax.random.fold_in(splits[s][1], 1))  # [K]
+            elif cfg.train.advantage == "reward_to_go":
                 adv, zero = _advantages_to_go(jnp.asarray(b.rewards, jnp.float32))  # [K, T]
             else:
                 adv, zero = _advantages(jnp.asarray(b.returns, jnp.float32))  # [K]
@@ -277,7 +283,8 @@ class Trainer:
             decisions = [dataclasses.replace(d, rollout=s * k + d.rollout)
                          for s, b in enumerate(batches) if will[s] for d in b.decisions]
             dbatch = update_inputs(
-                decisions, self.policy, self.decider, np.concatenate(advs), n_seeds * a,
+                decisions, self.policy, self.decider,
+                None if self.q_values is not None else np.concatenate(advs), n_seeds * a,
                 lambda d: (d.rollout // k) * a + (0 if shared else d.agent), cfg.train.minibatch_size,
                 cfg.train.update_rows, cfg.train.update_tokens, cfg.train.letter_baseline)
             valid = dbatch.valid
@@ -308,6 +315,7 @@ class Trainer:
         out_states, rows = [], []
         for s, (st, b) in enumerate(zip(states, batches)):
             row = self._row(r, b, advs[s], zeros[s], will[s], upds[s], st.best_return)
+            row.update(q_rows[s])
             row.update(time_rollout_s=t1 - t0, time_update_s=t2 - t1, time_s=t2 - t0)
             best = row["best"]
             out_states.append(TrainState(bank=new_banks[s], opt_state=new_opts[s], key=splits[s][0],
@@ -315,6 +323,32 @@ class Trainer:
                                          best_return=jnp.float32(row["team_return_mean"]) if best else st.best_return))
             rows.append(row)
         return out_states, rows, batches
+
+    def _own_advantages(self, batch: RolloutBatch, key: jax.Array) -> tuple[np.ndarray, bool, dict]:
+        """`train.advantage=uniform_q`: sets each decision's `advantage` to Q_u(s, a) - V_u(s)
+        (`omjax.train.continuation`) over the round's standard deviation of them. Returns the
+        rollouts' mean advantage [K] (for the metrics row), whether they are all alike, and the
+        row's extra fields: the raw advantage of the options picked (its mean is 0 for uniform
+        picks and rises as the policy prefers what Q_u rates) and the scale divided out."""
+        ds = batch.decisions
+        k = len(batch.returns)
+        if not ds:
+            return np.zeros(k), True, {"q_adv_mean": None, "q_adv_sd": None}
+        states, execs = (jax.tree.map(lambda *xs: np.stack(xs), *[d.snapshot[j] for d in ds]) for j in (0, 1))
+        q, shown = self.q_values.estimate(states, execs, [d.agent for d in ds], key)  # [D, I]
+        raw = continuation.advantages(q, shown, [d.menu[d.action].index for d in ds])  # [D]
+        sd = float(np.std(raw))
+        zero = sd <= grpo.ZERO_SPREAD_TOL
+        scale = 0.0 if zero else 1.0 / sd
+        v = continuation.baseline(q, shown)  # [D]
+        for j, (d, a) in enumerate(zip(ds, raw)):
+            d.advantage = float(a * scale)
+            if self.cfg.train.all_options:
+                d.option_advantages = np.array([(q[j, it.index] - v[j]) * scale for it in d.menu], np.float32)
+        rollout = np.array([d.rollout for d in ds])
+        per_rollout = np.array([np.mean([d.advantage for d in ds if d.rollout == j]) if (rollout == j).any()
+                                else 0.0 for j in range(k)])
+        return per_rollout, zero, {"q_adv_mean": float(np.mean(raw)), "q_adv_sd": sd}
 
     def _segments(self, r: int) -> dict:
         """`collect_group`'s segment arguments for round `r` (none under `train.segment=0`)."""

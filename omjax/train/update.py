@@ -63,6 +63,10 @@ class DecisionBatch:
     the update scores the batch under the adapter it starts from (the same numbers, one more
     forward over every decision)."""
 
+    option_advantage: jax.Array | None = None
+    """[B, M] letter mode: the advantage of every menu slot (`train.all_options`); the loss is
+    then `grpo.all_options_surrogate` against the policy the update starts from (scored there)."""
+
 
 @struct.dataclass
 class UpdateMetrics:
@@ -150,9 +154,13 @@ def make_agent_update(policy_fn: PolicyFn, optimizer: optax.GradientTransformati
     mb = settings.minibatch_size
     kl_fn = grpo.kl_exact if settings.kl_kind == "exact" else grpo.kl_k3
 
-    def loss_fn(lora, base, inputs, old_logp, ref, advantage, valid):
+    def loss_fn(lora, base, inputs, old_logp, ref, advantage, valid, old_dist=None, option_adv=None):
         cur = policy_fn(base, lora, inputs)
         surrogate, ratio, clipped = grpo.clipped_surrogate(cur.logp, old_logp, advantage, settings.clip_eps)
+        if option_adv is not None:  # [mb, M] per menu slot -> [mb, L*M] per (state label, slot) entry
+            entry_adv = jnp.tile(option_adv, (1, cur.dist.shape[-1] // option_adv.shape[-1]))
+            surrogate, clipped = grpo.all_options_surrogate(cur.dist, old_dist, cur.dist_mask, entry_adv,
+                                                            settings.clip_eps)
         kl = kl_fn(cur.dist, ref.dist, cur.dist_mask)  # [mb]
         loss = grpo.masked_mean(surrogate, valid) + settings.kl_coef * grpo.masked_mean(kl, valid)
         letter_kl = (grpo.letter_marginal_kl(cur.dist, cur.dist_mask, valid) if settings.kl_kind == "exact"
@@ -182,7 +190,10 @@ def make_agent_update(policy_fn: PolicyFn, optimizer: optax.GradientTransformati
         score = lambda lo: jax.lax.stop_gradient(
             _skippable_map(lambda x: policy_fn(base, lo, x), chunks, n_active))
         inputs, ref = _unchunk(chunks), _unchunk(score(None))
-        old_logp = _unchunk(score(lora)).logp if batch.old_logp is None else batch.old_logp
+        all_options = batch.option_advantage is not None
+        old = _unchunk(score(lora)) if batch.old_logp is None or all_options else None
+        old_logp = old.logp if batch.old_logp is None else batch.old_logp
+        old_dist = old.dist if all_options else None
 
         def epoch(carry, epoch_key):
             # Valid decisions first in a seed-drawn order, padding last, so padding fills whole
@@ -201,7 +212,8 @@ def make_agent_update(policy_fn: PolicyFn, optimizer: optax.GradientTransformati
                 valid = batch.valid[rows]
                 (loss, stats), grads = grad_fn(
                     lora, base, jax.tree.map(take, inputs), old_logp[rows], jax.tree.map(take, ref),
-                    batch.advantage[rows], valid)
+                    batch.advantage[rows], valid, old_dist[rows] if all_options else None,
+                    batch.option_advantage[rows] if all_options else None)
                 updates, new_opt = optimizer.update(grads, opt_state, lora)
                 new_lora = optax.apply_updates(lora, updates)
                 n_valid = jnp.sum(valid)

@@ -1,5 +1,6 @@
 """PA-MAGRPO numeric core against hand-computed values."""
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 
@@ -98,3 +99,32 @@ def test_letter_marginal_kl_sees_letter_habits_not_menu_reading():
     np.testing.assert_allclose(
         float(grpo.letter_marginal_kl(jnp.log(jnp.where(pmask, padded, 1.0)), pmask, np.array([1, 1, 1, 0], bool))),
         np.log(18 / 7), rtol=1e-5)
+
+
+def test_all_options_surrogate_is_the_sampled_one_in_expectation():
+    """-sum_a pi_old(a) min(rho_a A_a, clip(rho_a) A_a) equals the mean of `clipped_surrogate` over
+    draws a ~ pi_old, summed exactly; padding entries count for nothing."""
+    rng = np.random.default_rng(0)
+    old = jax.nn.log_softmax(jnp.asarray(rng.normal(size=(3, 5))), axis=-1)
+    cur = jax.nn.log_softmax(jnp.asarray(rng.normal(size=(3, 5))), axis=-1)
+    mask = jnp.array([[True] * 5, [True] * 4 + [False], [True] * 5])
+    old = jnp.where(mask, old, -1e9) - jax.nn.logsumexp(jnp.where(mask, old, -1e9), axis=-1, keepdims=True)
+    adv = jnp.asarray(rng.normal(size=(3, 5)))
+    loss, clipped = grpo.all_options_surrogate(cur, old, mask, adv, 0.2)
+    for b in range(3):
+        want, share = 0.0, 0.0
+        for a in range(5):
+            if not mask[b, a]:
+                continue
+            one, _, was = grpo.clipped_surrogate(cur[b, a:a + 1], old[b, a:a + 1], adv[b, a:a + 1], 0.2)
+            want += float(jnp.exp(old[b, a]) * one[0])
+            share += float(jnp.exp(old[b, a]) * was[0])
+        np.testing.assert_allclose(loss[b], want, rtol=1e-5)
+        np.testing.assert_allclose(clipped[b], share, rtol=1e-5, atol=1e-7)
+    # At the old policy the gradient is the exact policy gradient -sum_a grad pi(a) A_a.
+    logits = jnp.asarray(rng.normal(size=(1, 5)))
+    a1 = adv[:1]
+    f = lambda z: grpo.all_options_surrogate(jax.nn.log_softmax(z), jax.lax.stop_gradient(jax.nn.log_softmax(z)),
+                                             jnp.ones((1, 5), bool), a1, 0.2)[0].sum()
+    g = lambda z: -jnp.sum(jax.nn.softmax(z) * a1)
+    np.testing.assert_allclose(jax.grad(f)(logits), jax.grad(g)(logits), rtol=1e-5, atol=1e-7)

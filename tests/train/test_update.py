@@ -191,3 +191,23 @@ def test_frozen_trunk_update_equals_full_forward_update(tiny_model):
     for x, y in zip(jax.tree.leaves(bank0), jax.tree.leaves(bank1)):
         np.testing.assert_allclose(np.asarray(x), np.asarray(y), rtol=1e-4, atol=1e-6)
     np.testing.assert_allclose(np.asarray(m0.loss), np.asarray(m1.loss), rtol=1e-4, atol=1e-6)
+
+
+def test_all_options_update_raises_the_policys_expected_advantage():
+    """With every slot's advantage given (`DecisionBatch.option_advantage`) and a zero sampled-slot
+    advantage, the update moves each agent's policy where the slots' advantages point: the
+    expected advantage under it, sum_a pi(a) A_a, rises on its decisions."""
+    batch = make_batches(jax.random.key(21), N_AGENTS, B, [B] * N_AGENTS)
+    favour = jnp.zeros((N_AGENTS, B, M)).at[:, :, 1].set(1.0).at[:, :, 0].set(-1.0)  # slot 1 good, 0 bad
+    keys = jax.random.split(jax.random.key(22), N_AGENTS)
+    bank = zero_bank()
+    opt_state = upd.init_opt_state(OPT, bank)
+    full = batch.replace(advantage=jnp.zeros_like(batch.advantage), option_advantage=favour)
+    new, _, _ = BANK_UPDATE(W0, bank, opt_state, full, keys)
+
+    def expected(lora):  # [A] mean over each agent's decisions of sum_a pi(a) A_a
+        logits = jnp.einsum("abmf,af->abm", batch.inputs["features"], W0 + lora["w"])
+        pi = jax.nn.softmax(jnp.where(batch.inputs["menu_mask"], logits, -1e9), axis=-1)
+        return jnp.mean(jnp.sum(pi * favour, axis=-1), axis=-1)
+
+    assert (expected(new) > expected(bank) + 0.05).all()

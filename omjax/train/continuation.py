@@ -1,0 +1,121 @@
+"""Action values under uniform-random continuation, for Overcooked option decisions.
+
+`train.advantage=uniform_q` (not in the paper; README departure 13) credits each decision with
+its own advantage under the uniform menu policy instead of its rollout's team return:
+
+    A(s, a) = Q_u(s, a) - V_u(s),   V_u(s) = mean of Q_u(s, o) over the options o the menu shows,
+
+where Q_u(s, a) is the team return of the next `horizon` env steps when the deciding agent starts
+option a in the decision's state s and every later pick of every agent is uniform over its
+guard-filtered menu (the agents' running options run on). It is estimated from `rollouts`
+simulated continuations per option in the JAX executor, the same random streams for every option
+of a decision (common random numbers), so the options' estimates differ by what the option does
+more than by the streams. A policy that puts more weight than uniform on options with A > 0 in
+every state does at least as well as uniform picks over the window (policy improvement); a
+frozen base that reads letters, not labels, picks roughly uniformly under the per-decision letter
+shuffle (`experiments/menu_policies.py`).
+
+No LLM runs in a continuation: a decision's values cost `menu size x rollouts x horizon` env
+steps of the jitted, vmapped executor (`estimate`).
+"""
+
+from __future__ import annotations
+
+import functools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from omjax.options.menu import GuardTable
+from omjax.options.overcooked import SCHEMA
+
+#: Candidate options scored per decision (menus are padded or cut to this many).
+MAX_OPTIONS = 16
+
+
+class UniformQ:
+    """Q_u of every option on a decision's menu, for an Overcooked option-menu game.
+
+    `estimate(states, execs, agents, key)` scores a batch of D decisions: `states` / `execs` the
+    game's env state and executor state at each decision (leading axis D), `agents` int [D] who
+    decides. Returns (q float [D, I] (0 where not shown), shown bool [D, I]) over the library's I
+    instances.
+    """
+
+    def __init__(self, game, horizon: int, rollouts: int):
+        if horizon < 1 or rollouts < 1:
+            raise ValueError(f"uniform_q needs horizon >= 1 and rollouts >= 1, got {horizon}, {rollouts}")
+        if getattr(game, "game", None) != "overcooked" or not hasattr(game, "lib") or not hasattr(game, "guards"):
+            raise ValueError("train.advantage=uniform_q needs an Overcooked option-menu game "
+                             f"(policy.action_interface=options), got {type(game).__name__}")
+        self.game, self.horizon, self.rollouts = game, int(horizon), int(rollouts)
+        self.lib = game.lib
+        self.table = GuardTable.from_guards(SCHEMA, game.guards)
+        self._estimate = jax.jit(self._build())
+
+    def _build(self):
+        lib, table, game = self.lib, self.table, self.game
+        n_agents, horizon, end = lib.num_agents, self.horizon, game.horizon
+        active = jnp.asarray(game.active)
+        ids = jnp.arange(n_agents)
+
+        def continuation(state, ex, agent, first, key):
+            """Team return of `horizon` steps (cut at the episode's end) when `agent` starts `first`."""
+
+            def body(carry, key_t):
+                state, ex, t = carry
+                hidden = lib.hidden_mask(table, state)  # [A, I]
+                draw = jax.random.uniform(key_t, hidden.shape)
+                pick = jnp.argmax(jnp.where(hidden, -1.0, draw), axis=-1).astype(jnp.int32)  # [A]
+                choice = jnp.where((t == 0) & (ids == agent), first, pick)
+                live = state.time < end
+                state, ex, _, sparse, shaped = lib.option_step(state, ex, choice, active)
+                return (state, ex, t + 1), jnp.where(live, game._reward(sparse, shaped), 0.0)
+
+            _, rewards = jax.lax.scan(body, (state, ex, 0), jax.random.split(key, horizon))
+            return jnp.sum(rewards)
+
+        def one(state, ex, agent, key):
+            shown = ~lib.hidden_mask(table, state)[agent]  # [I]
+            cand = jnp.argsort(~shown, stable=True)[:MAX_OPTIONS].astype(jnp.int32)  # shown first
+            keys = jax.random.split(key, self.rollouts)  # [M], shared by every option (CRN)
+            q = jax.vmap(lambda c: jax.vmap(lambda k: continuation(state, ex, agent, c, k))(keys).mean())(cand)
+            q_all = jnp.zeros(shown.shape).at[cand].set(jnp.where(shown[cand], q, 0.0))
+            return q_all, shown
+
+        return jax.vmap(one)
+
+    def estimate(self, states, execs, agents, key, chunk: int = 256) -> tuple[np.ndarray, np.ndarray]:
+        """(q [D, I], shown [D, I]) of D decisions (class docstring), `chunk` at a time."""
+        agents = np.asarray(agents, np.int32)
+        qs, shown = [], []
+        for lo in range(0, len(agents), chunk):
+            part = slice(lo, lo + chunk)
+            q, sh = self._chunk(jax.tree.map(lambda x: x[part], states), jax.tree.map(lambda x: x[part], execs),
+                                agents[part], jax.random.fold_in(key, lo))
+            qs.append(q)
+            shown.append(sh)
+        q, shown = np.concatenate(qs), np.concatenate(shown)
+        if shown.sum(axis=1).max(initial=0) > MAX_OPTIONS:
+            raise ValueError(f"a menu shows {shown.sum(axis=1).max()} options; uniform_q scores at most {MAX_OPTIONS}")
+        return q, shown
+
+    def _chunk(self, states, execs, agents, key):
+        n = len(agents)
+        width = max(8, 1 << (n - 1).bit_length())  # padded to a power of two: few compilations
+        pad = lambda x: jnp.concatenate([x, jnp.repeat(x[:1], width - n, axis=0)]) if width > n else jnp.asarray(x)
+        q, shown = self._estimate(jax.tree.map(pad, states), jax.tree.map(pad, execs), pad(jnp.asarray(agents)),
+                                  jax.random.split(key, width))
+        return np.asarray(q)[:n], np.asarray(shown)[:n]
+
+
+def baseline(q: np.ndarray, shown: np.ndarray) -> np.ndarray:
+    """[D] V_u(s): the mean of Q_u over the options each decision's menu shows (q, shown [D, I])."""
+    q, shown = np.asarray(q, np.float64), np.asarray(shown, bool)
+    return (q * shown).sum(axis=1) / np.maximum(shown.sum(axis=1), 1)
+
+
+def advantages(q: np.ndarray, shown: np.ndarray, chosen: np.ndarray) -> np.ndarray:
+    """[D] A = Q_u(s, chosen) - V_u(s) per decision (q, shown [D, I], chosen int [D] instance index)."""
+    return np.asarray(q, np.float64)[np.arange(len(q)), np.asarray(chosen)] - baseline(q, shown)

@@ -1,0 +1,181 @@
+"""`train.advantage=uniform_q`: action values under uniform-random continuation, on the real
+Overcooked game and option executor (`omjax.train.continuation`), and their use by the trainer
+(a tiny random Llama decides)."""
+
+import jax
+import numpy as np
+import pytest
+
+from omjax.config import ConfigError, load_config
+from omjax.games.registry import make_game
+from omjax.options.libraries import resolve_library
+from omjax.train.continuation import UniformQ, advantages
+from omjax.train.rollout import update_inputs
+from omjax.train.trainer import Trainer
+from tests.eval.tiny_model import write_tiny_llama
+
+CFG = ["env.game=overcooked", "env.layout=asymmetric_advantages", "env.n_agents=2", "env.horizon=24",
+       "env.reward_shaping=1.0", "train.rollouts=2", "train.minibatch_size=4", "lora.rank=2", "lora.alpha=4",
+       "lora.targets=q,v", "train.lr=0.03", "run.progress=false", "run.plot_every=100",
+       "train.advantage=uniform_q", "train.q_horizon=6", "train.q_rollouts=2"]
+
+
+def game_of(horizon: int):
+    cfg = resolve_library(load_config(None, ["env.game=overcooked", "env.layout=asymmetric_advantages",
+                                             f"env.horizon={horizon}", "env.reward_shaping=1.0"]))
+    return make_game(cfg.env, cfg.policy.action_interface)
+
+
+def decision_states(game, episodes: int, steps: int, seed: int = 0):
+    """(snapshot, agent, menu) of every decision of `episodes` uniform-pick episodes over `steps` steps."""
+    rng = np.random.default_rng(seed)
+    game.reset(list(range(episodes)))
+    out = []
+    for _ in range(steps):
+        choices = np.zeros((episodes, game.n_agents), np.int32)
+        for k, i in np.argwhere(game.needs_decision()):
+            menu = game.menu(int(k), int(i), rng)
+            out.append((game.snapshot(int(k)), int(i), menu))
+            choices[k, i] = menu[rng.integers(len(menu))].index
+        game.step(choices)
+    return out
+
+
+def stacked(snaps, j):
+    return jax.tree.map(lambda *xs: np.stack(xs), *[s[j] for s in snaps])
+
+
+def python_returns(game, snapshot, agent: int, first: int, horizon: int, n: int, seed: int) -> np.ndarray:
+    """[n] team returns of `horizon` steps from `snapshot` when `agent` starts instance `first` and
+    every later pick is uniform over the Python menu: the definition, on the game's own stepping."""
+    rng = np.random.default_rng(seed)
+    game.restore([snapshot] * n)
+    total = np.zeros(n)
+    for t in range(horizon):
+        live = game.states.time < game.horizon
+        choices = np.zeros((n, game.n_agents), np.int32)
+        for k, i in np.argwhere(game.needs_decision()):
+            menu = game.menu(int(k), int(i), rng)
+            choices[k, i] = first if (t == 0 and i == agent) else menu[rng.integers(len(menu))].index
+        total += np.where(np.asarray(live), game.step(choices), 0.0)
+    return total
+
+
+def test_scored_options_are_the_menu_the_policy_sees():
+    game = game_of(40)
+    snaps = decision_states(game, episodes=3, steps=40)
+    q_est = UniformQ(game, horizon=4, rollouts=2)
+    saved = [s for s, _, _ in snaps]
+    q, shown = q_est.estimate(stacked(saved, 0), stacked(saved, 1), [a for _, a, _ in snaps], jax.random.PRNGKey(0))
+    assert len(snaps) > 30 and q.shape == shown.shape == (len(snaps), game.lib.num_instances)
+    for (_, _, menu), row, vals in zip(snaps, shown, q):
+        assert set(np.flatnonzero(row)) == {it.index for it in menu}
+        assert (vals[~row] == 0).all()
+
+
+def test_values_match_the_games_own_stepping():
+    """Q_u of the best and worst option of a decision, from the jitted estimator and from the
+    Python menu and `Game.step` (independent draws), agree within sampling error, and differ."""
+    game, horizon, n = game_of(60), 8, 384
+    snaps = decision_states(game, episodes=4, steps=40, seed=1)
+    q_est = UniformQ(game, horizon=horizon, rollouts=n)
+    checked = 0
+    for snap, agent, menu in snaps[::-1]:  # later states first: more is in reach
+        q, shown = q_est.estimate(stacked([snap], 0), stacked([snap], 1), [agent], jax.random.PRNGKey(checked))
+        vals = {it.index: q[0, it.index] for it in menu}
+        best, worst = max(vals, key=vals.get), min(vals, key=vals.get)
+        if vals[best] - vals[worst] < 3.0:
+            continue
+        ref = game_of(60)
+        for inst in (best, worst):
+            mc = python_returns(ref, snap, agent, inst, horizon, n, seed=inst)
+            tol = 4 * np.sqrt(2) * max(mc.std(), 0.5) / np.sqrt(n)
+            assert abs(mc.mean() - vals[inst]) < tol, (inst, mc.mean(), vals[inst], tol)
+        checked += 1
+        if checked == 2:
+            break
+    assert checked == 2, "no decision state with options worth telling apart"
+
+
+def test_values_stop_at_the_episode_end():
+    game = game_of(12)
+    snaps = decision_states(game, episodes=2, steps=12)
+    late = [(s, a) for s, a, _ in snaps if int(s[0].time) == 11]
+    assert late
+    q_est = UniformQ(game, horizon=10, rollouts=4)
+    short = UniformQ(game, horizon=1, rollouts=4)
+    args = (stacked([s for s, _ in late], 0), stacked([s for s, _ in late], 1), [a for _, a in late])
+    np.testing.assert_allclose(q_est.estimate(*args, jax.random.PRNGKey(0))[0],
+                               short.estimate(*args, jax.random.PRNGKey(0))[0])
+
+
+def test_advantage_is_the_value_over_the_menus_mean():
+    q = np.array([[1.0, 3.0, 0.0, 5.0], [2.0, 2.0, 2.0, 0.0]])
+    shown = np.array([[True, True, False, True], [True, True, True, False]])
+    np.testing.assert_allclose(advantages(q, shown, [3, 0]), [5.0 - 3.0, 0.0])
+
+
+def test_config_checks():
+    with pytest.raises(ConfigError, match="train.advantage"):
+        load_config(None, ["train.advantage=value"])
+    with pytest.raises(ConfigError, match="train.q_horizon"):
+        load_config(None, ["train.q_horizon=0"])
+    with pytest.raises(ConfigError, match="train.q_rollouts"):
+        load_config(None, ["train.q_rollouts=0"])
+    with pytest.raises(ConfigError, match="uniform_q simulates continuations"):
+        load_config(None, ["env.game=cleanup", "env.n_agents=7", "train.advantage=uniform_q"])
+
+
+@pytest.fixture(scope="module")
+def overcooked_model(tmp_path_factory):
+    from omjax.models import load
+
+    return load(write_tiny_llama(tmp_path_factory.mktemp("tiny_llama_q")))
+
+
+def test_the_trainer_credits_each_decision_with_its_own_value(overcooked_model, tmp_path):
+    trainer = Trainer(load_config(None, [*CFG, f"run.out_dir={tmp_path}"]), model=overcooked_model)
+    state, row, batch = trainer.round(trainer.init_state())
+    ds = batch.decisions
+    assert ds and row["updated"] and row["kl"] > 0
+    for d in ds:
+        snap_state, snap_exec = d.snapshot
+        assert int(snap_state.time) == d.step  # the state the decision was asked in
+        assert int(snap_exec.inst[d.agent]) < 0  # ...with the agent free to choose
+    adv = np.array([d.advantage for d in ds])
+    assert np.isfinite(adv).all() and abs(adv.std() - 1.0) < 1e-6  # over the round's scale
+    assert row["q_adv_sd"] > 0 and np.isfinite(row["q_adv_mean"])
+    # The raw advantages are the estimator's: recomputed with other continuation streams, they
+    # correlate with the ones the trainer used.
+    q, shown = trainer.q_values.estimate(stacked([d.snapshot for d in ds], 0), stacked([d.snapshot for d in ds], 1),
+                                         [d.agent for d in ds], jax.random.PRNGKey(123))
+    again = advantages(q, shown, [d.menu[d.action].index for d in ds])
+    assert np.corrcoef(again, adv)[0, 1] > 0.5
+    # The update batch carries each decision's own advantage.
+    dbatch = update_inputs(ds, trainer.policy, trainer.decider, None, 2, lambda d: d.agent, 4)
+    for agent in (0, 1):
+        mine = [d.advantage for d in ds if d.agent == agent]
+        np.testing.assert_allclose(dbatch.advantage[agent, :len(mine)], mine, rtol=1e-6)
+    with pytest.raises(ValueError, match="some have none"):
+        update_inputs([ds[0], ds[1].__class__(**{**ds[1].__dict__, "advantage": None})], trainer.policy,
+                      trainer.decider, None, 2, lambda d: d.agent, 4)
+
+
+def test_all_options_credits_every_menu_entry(overcooked_model, tmp_path):
+    cfg = load_config(None, [*CFG, "train.all_options=true", f"run.out_dir={tmp_path}"])
+    trainer = Trainer(cfg, model=overcooked_model)
+    _, row, batch = trainer.round(trainer.init_state())
+    ds = batch.decisions
+    assert ds and row["updated"] and row["kl"] > 0
+    for d in ds:
+        assert d.option_advantages.shape == (len(d.menu),)
+        np.testing.assert_allclose(d.option_advantages[d.action], d.advantage, rtol=1e-5, atol=1e-6)
+        assert abs(float(d.option_advantages.mean())) < 1e-5  # relative to the menu's mean value
+    dbatch = update_inputs(ds, trainer.policy, trainer.decider, None, 2, lambda d: d.agent, 4)
+    first = [d for d in ds if d.agent == 0][0]
+    np.testing.assert_allclose(dbatch.option_advantage[0, 0, :len(first.menu)], first.option_advantages, rtol=1e-6)
+    assert (dbatch.option_advantage[0, 0, len(first.menu):] == 0).all()
+    with pytest.raises(ConfigError, match="train.all_options"):
+        load_config(None, [*CFG, "train.all_options=true", "train.letter_baseline=true"])
+    with pytest.raises(ConfigError, match="train.all_options"):
+        load_config(None, [*CFG, "train.all_options=true", "train.advantage=episode"])
