@@ -182,10 +182,11 @@ SETTINGS = {
     # 8 simulated 20-step continuations per menu option, every later pick uniform) instead of a
     # cohort-normalised team return, and the clipped surrogate taken over every menu entry with
     # its own advantage (`train.all_options`, not in the paper) instead of at the sampled one.
-    # Chosen from scripted policies on training seeds 0-31 (`menu_policies.py --policies uniform
-    # q_greedy q_soft`, never a held-out episode): greedy in Q_u delivers 3.2 soups per 150-step
-    # episode (uniform 0.10), softmax at temperature 2 0.63; the idle options' raw advantage
-    # averages -0.34 against +0.32 for the rest (sd 1.65). A 2-round pilot of the sampled
+    # Chosen from scripted policies on training seeds 0-31 (a throwaway prototype of
+    # `menu_policies.py --policies uniform q_greedy q_soft`, never a held-out episode): greedy in
+    # Q_u delivers 3.2 soups per 150-step episode (uniform 0.10), softmax at temperature 2 0.63
+    # (the script, rerun after the run: 3.22, 0.59, uniform 0.09); the idle options' raw
+    # advantage averages -0.34 against +0.32 for the rest (sd 1.65). A 2-round pilot of the sampled
     # surrogate (seed 1, K = 4) cost ~370 s a round for ~120 decisions (1.45 s a decision in
     # rollouts at steps 110-150, whose prompts are ~480 tokens). Rollouts play 30-step segments of
     # 150-step episodes (the cohort no longer compares K continuations, so K = 2: more, smaller

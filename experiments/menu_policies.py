@@ -12,7 +12,9 @@ letter shuffle; the library the config's seed draws, as in `learning.py`): `unif
 entry with equal probability (what a frozen base that reads letters, not labels, amounts to
 under per-decision shuffling); `no_idle` never picks `wait` or `drop_held` when anything else is
 offered, the simplest behaviour a policy could learn from the menu text (`half_idle` and the
-`no_idle_when_*` policies learn it in part: `pick`). Episodes use the
+`no_idle_when_*` policies learn it in part: `pick`); `q_greedy` and `q_soft` read the state
+through the action values `train.advantage=uniform_q` credits decisions with (best option;
+softmax at temperature 2), what a policy trained on them could reach. Episodes use the
 training-style seeds 0, 1, ... (never the held-out 10000+), so this sizes a setting before any
 held-out episode is played. Prints a table of real deliveries per episode (mean, 95 % bootstrap
 CI, share of episodes that deliver) and one JSON line.

@@ -282,9 +282,10 @@ class TrainConfig:
     advantage under the uniform menu policy, Q_u(s, a) - V_u(s), estimated by `q_rollouts`
     simulated continuations of `q_horizon` steps per menu option in which every later pick is
     uniform (`omjax.train.continuation`), divided by the round's standard deviation of them.
-    Not in the paper; Overcooked option menus only. A scripted policy greedy in it delivers 3.2
-    soups per 150-step Asymmetric Advantages episode against 0.10 for uniform picks, and one
-    softmax in it at temperature 2 delivers 0.63 (`experiments/menu_policies.py`, seeds 0-31)."""
+    Not in the paper; Overcooked option menus only. A scripted policy greedy in it delivers 3.22
+    soups per 150-step Asymmetric Advantages episode against 0.09 for uniform picks, and one
+    softmax in it at temperature 2 delivers 0.59 (`experiments/menu_policies.py --policies uniform
+    q_greedy q_soft`, seeds 0-31)."""
 
     q_horizon: int = 20
     """`advantage=uniform_q`: env steps each continuation runs (cut at the episode's end)."""

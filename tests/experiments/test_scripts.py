@@ -170,6 +170,25 @@ def test_menu_policies_plays_the_real_menus_and_no_idle_skips_idle_options(capsy
         menu_policies.main(["--policies", "no_idle", "--power", "16"])
 
 
+def test_menu_policies_q_policies_follow_the_action_values(capsys):
+    import menu_policies
+    from omjax.options.menu import MenuItem
+
+    menu = [MenuItem(chr(65 + j), j, opt, None, opt) for j, opt in enumerate(["wait", "pick_onion", "drop_held"])]
+    rng = np.random.default_rng(0)
+    q = np.array([1.0, 3.0, 3.0, 9.0])  # instance 3 is not on the menu
+    assert {menu_policies.pick("q_greedy", menu, rng, q) for _ in range(50)} == {1, 2}  # ties split
+    soft = np.bincount([menu_policies.pick("q_soft", menu, rng, q) for _ in range(4000)], minlength=3) / 4000
+    want = np.exp(np.array([1.0, 3.0, 3.0]) / 2)
+    np.testing.assert_allclose(soft, want / want.sum(), atol=0.03)
+    assert menu_policies.main(["--layouts", "asymmetric_advantages", "--horizon", "12", "--episodes", "2",
+                               "--policies", "uniform", "q_greedy", "--q-horizon", "4", "--q-rollouts", "2"]) == 0
+    result = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert [r["policy"] for r in result["rows"]] == ["uniform", "q_greedy"]
+    with pytest.raises(ValueError, match="needs q_values"):
+        menu_policies.play(None, "q_greedy", [0])
+
+
 def test_menu_policies_play_segments_from_shared_roots():
     import menu_policies
     from omjax.config import load_config
