@@ -62,7 +62,7 @@ class OvercookedGame(Game):
         self.states = None
         self.deliveries = np.zeros((0, self.n_agents), np.int64)
 
-    def _reward(self, sparse, shaped) -> jax.Array:
+    def team_reward(self, sparse, shaped) -> jax.Array:
         """The team reward of one step (jittable): every agent's deliveries (sparse [A]), shared,
         plus `reward_shaping` times Overcooked-AI's shaped reward (shaped [A], from `transition`:
         +3 an ingredient potted, +3 a dish taken from the dispenser while a pot needs one
@@ -143,7 +143,7 @@ class OvercookedOptionsGame(OvercookedGame):
 
         def one(state, ex, choice):
             nxt, ex, rec, sparse, shaped = lib.option_step(state, ex, choice, acting)
-            return nxt, ex, self._reward(sparse, shaped), sparse, rec.valid, rec.outcome
+            return nxt, ex, self.team_reward(sparse, shaped), sparse, rec.valid, rec.outcome
 
         self._step = jax.jit(jax.vmap(one))
         self.execs = None
@@ -204,7 +204,7 @@ class OvercookedNativeGame(NativeActions, OvercookedGame):
 
         def one(state, actions):
             nxt, sparse, shaped, _ = transition(lay, state, actions)
-            return nxt, self._reward(sparse, shaped), sparse
+            return nxt, self.team_reward(sparse, shaped), sparse
 
         self._step = jax.jit(jax.vmap(one))
 

@@ -71,7 +71,7 @@ class UniformQ:
                 choice = jnp.where((t == 0) & (ids == agent), first, pick)
                 live = state.time < end
                 state, ex, _, sparse, shaped = lib.option_step(state, ex, choice, active)
-                return (state, ex, t + 1), jnp.where(live, game._reward(sparse, shaped), 0.0)
+                return (state, ex, t + 1), jnp.where(live, game.team_reward(sparse, shaped), 0.0)
 
             _, rewards = jax.lax.scan(body, (state, ex, 0), jax.random.split(key, horizon))
             return jnp.sum(rewards)
