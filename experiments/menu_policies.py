@@ -135,9 +135,7 @@ def play(game, policy: str, seeds: list[int], on_pick=None, starts: list[int] | 
         if policy in Q_POLICIES:
             deciding = [(int(k), int(i)) for k, i in pending if t >= start_of[k]]
             if deciding:
-                snaps = [game.snapshot(k) for k, _ in deciding]
-                vals, _ = q_values.estimate(*(jax.tree.map(lambda *xs: np.stack(xs), *[s[j] for s in snaps])
-                                              for j in (0, 1)), [i for _, i in deciding],
+                vals, _ = q_values.estimate([game.snapshot(k) for k, _ in deciding], [i for _, i in deciding],
                                             jax.random.fold_in(jax.random.PRNGKey(seeds[0]), t))
                 q = dict(zip(deciding, vals))
         for k, i in pending:

@@ -37,10 +37,9 @@ MAX_OPTIONS = 16
 class UniformQ:
     """Q_u of every option on a decision's menu, for an Overcooked option-menu game.
 
-    `estimate(states, execs, agents, key)` scores a batch of D decisions: `states` / `execs` the
-    game's env state and executor state at each decision (leading axis D), `agents` int [D] who
-    decides. Returns (q float [D, I] (0 where not shown), shown bool [D, I]) over the library's I
-    instances.
+    `estimate(snapshots, agents, key)` scores a batch of D decisions: `snapshots` the game's
+    (env state, executor state) at each decision (`Game.snapshot`), `agents` int [D] who decides.
+    Returns (q float [D, I] (0 where not shown), shown bool [D, I]) over the library's I instances.
     """
 
     def __init__(self, game, horizon: int, rollouts: int):
@@ -86,8 +85,9 @@ class UniformQ:
 
         return jax.vmap(one)
 
-    def estimate(self, states, execs, agents, key, chunk: int = 256) -> tuple[np.ndarray, np.ndarray]:
+    def estimate(self, snapshots: list, agents, key, chunk: int = 256) -> tuple[np.ndarray, np.ndarray]:
         """(q [D, I], shown [D, I]) of D decisions (class docstring), `chunk` at a time."""
+        states, execs = (jax.tree.map(lambda *xs: np.stack(xs), *[snap[j] for snap in snapshots]) for j in (0, 1))
         agents = np.asarray(agents, np.int32)
         qs, shown = [], []
         for lo in range(0, len(agents), chunk):

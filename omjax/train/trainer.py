@@ -334,8 +334,7 @@ class Trainer:
         k = len(batch.returns)
         if not ds:
             return np.zeros(k), True, {"q_adv_mean": None, "q_adv_sd": None}
-        states, execs = (jax.tree.map(lambda *xs: np.stack(xs), *[d.snapshot[j] for d in ds]) for j in (0, 1))
-        q, shown = self.q_values.estimate(states, execs, [d.agent for d in ds], key)  # [D, I]
+        q, shown = self.q_values.estimate([d.snapshot for d in ds], [d.agent for d in ds], key)  # [D, I]
         raw = continuation.advantages(q, shown, [d.menu[d.action].index for d in ds])  # [D]
         sd = float(np.std(raw))
         zero = sd <= grpo.ZERO_SPREAD_TOL
@@ -345,9 +344,9 @@ class Trainer:
             d.advantage = float(a * scale)
             if self.cfg.train.all_options:
                 d.option_advantages = np.array([(q[j, it.index] - v[j]) * scale for it in d.menu], np.float32)
-        rollout = np.array([d.rollout for d in ds])
-        per_rollout = np.array([np.mean([d.advantage for d in ds if d.rollout == j]) if (rollout == j).any()
-                                else 0.0 for j in range(k)])
+        rollout = [d.rollout for d in ds]
+        per_rollout = (np.bincount(rollout, weights=[d.advantage for d in ds], minlength=k)
+                       / np.maximum(np.bincount(rollout, minlength=k), 1))  # [K]
         return per_rollout, zero, {"q_adv_mean": float(np.mean(raw)), "q_adv_sd": sd}
 
     def _segments(self, r: int) -> dict:

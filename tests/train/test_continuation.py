@@ -41,10 +41,6 @@ def decision_states(game, episodes: int, steps: int, seed: int = 0):
     return out
 
 
-def stacked(snaps, j):
-    return jax.tree.map(lambda *xs: np.stack(xs), *[s[j] for s in snaps])
-
-
 def python_returns(game, snapshot, agent: int, first: int, horizon: int, n: int, seed: int) -> np.ndarray:
     """[n] team returns of `horizon` steps from `snapshot` when `agent` starts instance `first` and
     every later pick is uniform over the Python menu: the definition, on the game's own stepping."""
@@ -66,7 +62,7 @@ def test_scored_options_are_the_menu_the_policy_sees():
     snaps = decision_states(game, episodes=3, steps=40)
     q_est = UniformQ(game, horizon=4, rollouts=2)
     saved = [s for s, _, _ in snaps]
-    q, shown = q_est.estimate(stacked(saved, 0), stacked(saved, 1), [a for _, a, _ in snaps], jax.random.PRNGKey(0))
+    q, shown = q_est.estimate(saved, [a for _, a, _ in snaps], jax.random.PRNGKey(0))
     assert len(snaps) > 30 and q.shape == shown.shape == (len(snaps), game.lib.num_instances)
     for (_, _, menu), row, vals in zip(snaps, shown, q):
         assert set(np.flatnonzero(row)) == {it.index for it in menu}
@@ -81,7 +77,7 @@ def test_values_match_the_games_own_stepping():
     q_est = UniformQ(game, horizon=horizon, rollouts=n)
     checked = 0
     for snap, agent, menu in snaps[::-1]:  # later states first: more is in reach
-        q, shown = q_est.estimate(stacked([snap], 0), stacked([snap], 1), [agent], jax.random.PRNGKey(checked))
+        q, shown = q_est.estimate([snap], [agent], jax.random.PRNGKey(checked))
         vals = {it.index: q[0, it.index] for it in menu}
         best, worst = max(vals, key=vals.get), min(vals, key=vals.get)
         if vals[best] - vals[worst] < 3.0:
@@ -103,7 +99,7 @@ def test_values_stop_at_the_episode_end():
     assert late
     q_est = UniformQ(game, horizon=10, rollouts=4)
     short = UniformQ(game, horizon=1, rollouts=4)
-    args = (stacked([s for s, _ in late], 0), stacked([s for s, _ in late], 1), [a for _, a in late])
+    args = ([s for s, _ in late], [a for _, a in late])
     np.testing.assert_allclose(q_est.estimate(*args, jax.random.PRNGKey(0))[0],
                                short.estimate(*args, jax.random.PRNGKey(0))[0])
 
@@ -146,8 +142,7 @@ def test_the_trainer_credits_each_decision_with_its_own_value(overcooked_model, 
     assert row["q_adv_sd"] > 0 and np.isfinite(row["q_adv_mean"])
     # The raw advantages are the estimator's: recomputed with other continuation streams, they
     # correlate with the ones the trainer used.
-    q, shown = trainer.q_values.estimate(stacked([d.snapshot for d in ds], 0), stacked([d.snapshot for d in ds], 1),
-                                         [d.agent for d in ds], jax.random.PRNGKey(123))
+    q, shown = trainer.q_values.estimate([d.snapshot for d in ds], [d.agent for d in ds], jax.random.PRNGKey(123))
     again = advantages(q, shown, [d.menu[d.action].index for d in ds])
     assert np.corrcoef(again, adv)[0, 1] > 0.5
     # The update batch carries each decision's own advantage.
