@@ -6,6 +6,8 @@
         --policies uniform no_idle half_idle --power 16 32 64     # what a held-out test can detect
     python experiments/menu_policies.py --layouts asymmetric_advantages --horizon 150 --episodes 32 \
         --policies uniform q_greedy q_soft                       # what train.advantage=uniform_q rates
+    python experiments/menu_policies.py --layouts asymmetric_advantages --horizon 150 --episodes 128 \
+        --policies uniform no_idle name_soft --name-beta 0.5 1 2 4 --power 16 32   # names alone
 
 Each policy picks from the same menus the LLM sees (the shipped option library, guards and
 letter shuffle; the library the config's seed draws, as in `learning.py`): `uniform` picks any
@@ -14,7 +16,11 @@ under per-decision shuffling); `no_idle` never picks `wait` or `drop_held` when 
 offered, the simplest behaviour a policy could learn from the menu text (`half_idle` and the
 `no_idle_when_*` policies learn it in part: `pick`); `q_greedy` and `q_soft` read the state
 through the action values `train.advantage=uniform_q` credits decisions with (best option;
-softmax at temperature 2), what a policy trained on them could reach. Episodes use the
+softmax at temperature 2), what a policy trained on them could reach; `name_soft` prefers option
+names, whatever the state (the kind of preference the SmolLM2 menu bandit learns to read from
+shuffled menus): it picks an entry with weight exp(beta x w[name]), w the mean Q_u advantage of
+each name over the uniform picks of `--fit-episodes` other training-style episodes (seeds 1000+),
+in units of its sd, one row per `--name-beta`. Episodes use the
 training-style seeds 0, 1, ... (never the held-out 10000+), so this sizes a setting before any
 held-out episode is played. Prints a table of real deliveries per episode (mean, 95 % bootstrap
 CI, share of episodes that deliver) and one JSON line.
@@ -60,16 +66,26 @@ WHEN = {
 # Policies that read the game's state through `train.advantage=uniform_q`'s action values Q_u
 # (`omjax.train.continuation`): `q_greedy` takes a best option, `q_soft` samples exp(Q_u / 2).
 Q_POLICIES = {"q_greedy": 0.0, "q_soft": 2.0}
-POLICIES = ("uniform", "no_idle", "half_idle", *WHEN, *Q_POLICIES)
+POLICIES = ("uniform", "no_idle", "half_idle", *WHEN, *Q_POLICIES, "name_soft")
+FIT_SEED0 = 1000
+"""First seed of `name_soft`'s fit episodes (training-style, apart from the played 0, 1, ...)."""
 
 
-def pick(policy: str, menu, rng: np.random.Generator, q: np.ndarray | None = None) -> int:
+def pick(policy: str, menu, rng: np.random.Generator, q: np.ndarray | None = None,
+         names: dict[str, float] | None = None) -> int:
     """Menu position chosen by a scripted policy (`POLICIES`): `uniform`; `no_idle` (never an idle
     option while anything else is offered); `half_idle` (idle entries at half the weight of the
     others); `no_idle_when_*` (`no_idle` in those menus only, uniform elsewhere); `q_greedy` /
-    `q_soft` (from `q` [I], the decision's Q_u of every library instance)."""
+    `q_soft` (from `q` [I], the decision's Q_u of every library instance); `name_soft` (weight
+    exp(names[option name]) per entry, 0 for a name not in `names`)."""
     if policy not in POLICIES:
         raise ValueError(f"unknown policy {policy!r}; known: {POLICIES}")
+    if policy == "name_soft":
+        if names is None:
+            raise ValueError("policy 'name_soft' needs names (a log-weight per option name)")
+        logits = np.array([names.get(it.opt, 0.0) for it in menu])
+        weight = np.exp(logits - logits.max())
+        return int(rng.choice(len(menu), p=weight / weight.sum()))
     if policy in Q_POLICIES:
         vals = np.array([q[it.index] for it in menu])
         tau = Q_POLICIES[policy]
@@ -97,7 +113,8 @@ def power(x: np.ndarray, y: np.ndarray, n: int, draws: int, rng: np.random.Gener
 
 def play(game, policy: str, seeds: list[int], on_pick=None, starts: list[int] | None = None,
          steps: int | None = None, walks: list[np.random.Generator] | None = None,
-         q_values: UniformQ | None = None) -> tuple[np.ndarray, np.ndarray]:
+         q_values: UniformQ | None = None, names: dict[str, float] | None = None,
+         on_values=None) -> tuple[np.ndarray, np.ndarray]:
     """One episode per seed, all stepped together. Returns each episode's team deliveries [n]
     and its training reward at each step (the games' step rewards, progress bonus included)
     [n, T]. `on_pick(k, i, menu, j, t)`, if given, sees every pick (agent i of episode k chose
@@ -110,7 +127,9 @@ def play(game, policy: str, seeds: list[int], on_pick=None, starts: list[int] | 
     (default: to the horizon); the deliveries, rewards (T = steps) and the picks' t are the
     segment's. With a training run's starts and `rollout.walk_rng(seed, round)` streams, the
     cohorts start from that run's root states. The `q_*` policies read `q_values` (a
-    `continuation.UniformQ` of `game`)."""
+    `continuation.UniformQ` of `game`), `name_soft` its `names`. With `q_values` and
+    `on_values(menu, q_row)`, every decision's menu and its Q_u over the library's instances [I]
+    are passed to `on_values` (whatever the policy)."""
     if policy in Q_POLICIES and q_values is None:
         raise ValueError(f"policy {policy!r} needs q_values (a UniformQ of the game)")
     n, total = game.n_agents, len(seeds)
@@ -132,7 +151,7 @@ def play(game, policy: str, seeds: list[int], on_pick=None, starts: list[int] | 
         walk: dict = {}
         pending = np.argwhere(game.needs_decision())
         q = {}
-        if policy in Q_POLICIES:
+        if q_values is not None:
             deciding = [(int(k), int(i)) for k, i in pending if t >= start_of[k]]
             if deciding:
                 vals, _ = q_values.estimate([game.snapshot(k) for k, _ in deciding], [i for _, i in deciding],
@@ -146,7 +165,9 @@ def play(game, policy: str, seeds: list[int], on_pick=None, starts: list[int] | 
                     walk[(cohort, i)] = walk_entry(menu, walk_rngs[cohort])
                 choices[k, i] = walk[(cohort, i)].index
                 continue
-            j = pick(policy, menu, pick_rngs[k], q.get((int(k), int(i))))
+            if on_values is not None and q:
+                on_values(menu, q[(int(k), int(i))])
+            j = pick(policy, menu, pick_rngs[k], q.get((int(k), int(i))), names)
             if on_pick is not None and t < start_of[k] + steps:
                 on_pick(int(k), int(i), menu, j, t - int(start_of[k]))
             choices[k, i] = menu[j].index
@@ -156,6 +177,30 @@ def play(game, policy: str, seeds: list[int], on_pick=None, starts: list[int] | 
         ended = start_of + steps == t + 1
         units[ended] += game.agent_returns().sum(axis=1)[ended]
     return units, rewards
+
+
+def fit_name_weights(game, q_values: UniformQ, seeds: list[int]) -> tuple[dict[str, float], float]:
+    """Mean Q_u advantage of each option name over the uniform picks of one episode per seed,
+    in units of the sd of all advantages (decisions offering one entry carry none and are left
+    out): the state-independent preference `name_soft` scales by beta. Also returns the share of
+    the advantages' variance the names explain (R^2: what a preference over names can follow)."""
+    by_name: dict[str, list[float]] = {}
+
+    def record(menu, q_row):
+        if len(menu) < 2:
+            return
+        vals = np.array([q_row[it.index] for it in menu])
+        for it, a in zip(menu, vals - vals.mean()):
+            by_name.setdefault(it.opt, []).append(float(a))
+
+    play(game, "uniform", seeds, q_values=q_values, on_values=record)
+    if not by_name:
+        raise ValueError(f"no decision of the {len(seeds)} fit episodes offered two options")
+    every = np.concatenate([np.asarray(v) for v in by_name.values()])
+    within = np.concatenate([np.asarray(v) - np.mean(v) for v in by_name.values()])
+    sd = float(np.std(every)) or 1.0
+    r2 = 1.0 - float(np.var(within)) / sd ** 2
+    return {name: float(np.mean(v)) / sd for name, v in sorted(by_name.items())}, r2
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -169,9 +214,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--draws", type=int, default=1000, help="samples per power estimate")
     parser.add_argument("--q-horizon", type=int, default=20, help="q_* policies: steps per continuation")
     parser.add_argument("--q-rollouts", type=int, default=8, help="q_* policies: continuations per option")
+    parser.add_argument("--name-beta", nargs="+", type=float, default=[1.0],
+                        help="name_soft: strengths of the name preference (one row each)")
+    parser.add_argument("--fit-episodes", type=int, default=16,
+                        help=f"name_soft: uniform episodes (seeds {FIT_SEED0}+) its name weights are fitted on")
     args = parser.parse_args(argv)
     if args.episodes < 2:
         raise SystemExit(f"--episodes must be >= 2 (a bootstrap CI needs them), got {args.episodes}")
+    if args.fit_episodes < 1:
+        raise SystemExit(f"--fit-episodes must be >= 1, got {args.fit_episodes}")
     if args.power and "uniform" not in args.policies:
         raise SystemExit("--power compares each policy with `uniform` (the frozen base): add it to --policies")
     if any(n < 2 for n in args.power):
@@ -185,23 +236,36 @@ def main(argv: list[str] | None = None) -> int:
                                           [f"env.layout={layout}", f"env.horizon={args.horizon}"]))
         game = make_game(cfg.env, cfg.policy.action_interface)
         played = {}
-        for policy in args.policies:
+        runs = [(p, None) for p in args.policies if p != "name_soft"]
+        if "name_soft" in args.policies:
+            t0 = time.time()
+            weights, r2 = fit_name_weights(game, UniformQ(game, args.q_horizon, args.q_rollouts),
+                                           list(range(FIT_SEED0, FIT_SEED0 + args.fit_episodes)))
+            print(f"name_soft weights (mean Q_u advantage / sd, {args.fit_episodes} uniform episodes, "
+                  f"{time.time() - t0:.0f} s; names explain {r2:.0%} of the advantages' variance): "
+                  + ", ".join(f"{k} {v:+.2f}" for k, v in weights.items()), flush=True)
+            runs += [("name_soft", beta) for beta in args.name_beta]
+        for policy, beta in runs:
             t0 = time.time()
             q_values = UniformQ(game, args.q_horizon, args.q_rollouts) if policy in Q_POLICIES else None
-            units, _ = play(game, policy, list(range(args.episodes)), q_values=q_values)
-            played[policy] = units
+            names = None if beta is None else {k: beta * v for k, v in weights.items()}
+            label = policy if beta is None else f"{policy}@{beta:g}"
+            units, _ = play(game, policy, list(range(args.episodes)), q_values=q_values, names=names)
+            played[label] = units
             ci = bootstrap_ci(units.tolist())
-            row = {"layout": layout, "horizon": args.horizon, "policy": policy, "episodes": args.episodes,
+            row = {"layout": layout, "horizon": args.horizon, "policy": label, "episodes": args.episodes,
                    "deliveries_mean": ci.mean, "ci95": [ci.low, ci.high],
                    "delivering": float(np.mean(units > 0)), "seconds": time.time() - t0}
+            if beta is not None:
+                row["name_weights"], row["name_r2"] = weights, r2
             rows.append(row)
-            print(f"| {layout} | {args.horizon} | {policy} | {args.episodes} | {ci.mean:.2f} | "
+            print(f"| {layout} | {args.horizon} | {label} | {args.episodes} | {ci.mean:.2f} | "
                   f"[{ci.low:.2f}, {ci.high:.2f}] | {row['delivering']:.0%} | {row['seconds']:.0f} |", flush=True)
         game.close()
         if args.power:
             print(f"\n| layout | policy vs uniform | N per side | P(p < 0.05) | median p |\n|---|---|---|---|---|")
         rng = np.random.default_rng(0)
-        for row in rows[-len(args.policies):] if args.power else []:
+        for row in rows[-len(runs):] if args.power else []:
             if row["policy"] == "uniform":
                 continue
             row["power"] = {}

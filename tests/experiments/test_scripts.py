@@ -189,6 +189,32 @@ def test_menu_policies_q_policies_follow_the_action_values(capsys):
         menu_policies.play(None, "q_greedy", [0])
 
 
+def test_menu_policies_name_soft_prefers_names_fitted_from_the_action_values(capsys):
+    import menu_policies
+    from omjax.options.menu import MenuItem
+
+    menu = [MenuItem(chr(65 + j), j, opt, None, opt) for j, opt in enumerate(["wait", "pick_onion", "drop_held"])]
+    rng = np.random.default_rng(0)
+    soft = np.bincount([menu_policies.pick("name_soft", menu, rng, names={"pick_onion": np.log(2.0)})
+                        for _ in range(4000)], minlength=3) / 4000
+    np.testing.assert_allclose(soft, [0.25, 0.5, 0.25], atol=0.03)  # unnamed options weigh exp(0)
+    with pytest.raises(ValueError, match="needs names"):
+        menu_policies.pick("name_soft", menu, rng)
+    assert menu_policies.main(["--layouts", "asymmetric_advantages", "--horizon", "12", "--episodes", "2",
+                               "--policies", "uniform", "name_soft", "--name-beta", "0", "3",
+                               "--fit-episodes", "2", "--q-horizon", "4", "--q-rollouts", "2"]) == 0
+    result = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert [r["policy"] for r in result["rows"]] == ["uniform", "name_soft@0", "name_soft@3"]
+    weights = result["rows"][1]["name_weights"]
+    # Fitted on the real menus: every offered name gets a weight, in units of the advantages' sd,
+    # and offering no other entry, waiting beside a real option averages below the menu's mean.
+    assert {"wait", "pick_onion"} <= set(weights) and all(abs(w) < 10 for w in weights.values())
+    assert weights["wait"] < 0 < weights["pick_onion"], weights
+    assert 0 < result["rows"][1]["name_r2"] < 1
+    with pytest.raises(SystemExit, match="fit-episodes"):
+        menu_policies.main(["--policies", "name_soft", "--fit-episodes", "0"])
+
+
 def test_menu_policies_play_segments_from_shared_roots():
     import menu_policies
     from omjax.config import load_config
