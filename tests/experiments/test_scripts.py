@@ -206,8 +206,8 @@ def test_menu_policies_name_soft_prefers_names_fitted_from_the_action_values(cap
     result = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert [r["policy"] for r in result["rows"]] == ["uniform", "name_soft@0", "name_soft@3"]
     weights = result["rows"][1]["name_weights"]
-    # Fitted on the real menus: every offered name gets a weight, in units of the advantages' sd,
-    # and offering no other entry, waiting beside a real option averages below the menu's mean.
+    # Fitted on the real menus: every offered name gets a weight in units of the advantages' sd;
+    # waiting averages below its menu's mean, picking up an onion (every soup's first step) above.
     assert {"wait", "pick_onion"} <= set(weights) and all(abs(w) < 10 for w in weights.values())
     assert weights["wait"] < 0 < weights["pick_onion"], weights
     assert 0 < result["rows"][1]["name_r2"] < 1
