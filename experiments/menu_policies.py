@@ -71,6 +71,11 @@ FIT_SEED0 = 1000
 """First seed of `name_soft`'s fit episodes (training-style, apart from the played 0, 1, ...)."""
 
 
+def menu_values(menu, q: np.ndarray) -> np.ndarray:
+    """[len(menu)] the Q_u of each menu entry, from `q` [I] over the library's instances."""
+    return np.asarray(q)[[it.index for it in menu]]
+
+
 def pick(policy: str, menu, rng: np.random.Generator, q: np.ndarray | None = None,
          names: dict[str, float] | None = None) -> int:
     """Menu position chosen by a scripted policy (`POLICIES`): `uniform`; `no_idle` (never an idle
@@ -87,7 +92,7 @@ def pick(policy: str, menu, rng: np.random.Generator, q: np.ndarray | None = Non
         weight = np.exp(logits - logits.max())
         return int(rng.choice(len(menu), p=weight / weight.sum()))
     if policy in Q_POLICIES:
-        vals = np.array([q[it.index] for it in menu])
+        vals = menu_values(menu, q)
         tau = Q_POLICIES[policy]
         if tau == 0:
             return int(rng.choice(np.flatnonzero(vals == vals.max())))
@@ -189,7 +194,7 @@ def fit_name_weights(game, q_values: UniformQ, seeds: list[int]) -> tuple[dict[s
     def record(menu, q_row):
         if len(menu) < 2:
             return
-        vals = np.array([q_row[it.index] for it in menu])
+        vals = menu_values(menu, q_row)
         for it, a in zip(menu, vals - vals.mean()):
             by_name.setdefault(it.opt, []).append(float(a))
 
