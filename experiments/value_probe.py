@@ -21,7 +21,12 @@ of one menu counts) are fitted on the first episodes and scored on the last ones
   policy can learn without reading the state (`name_soft` of `menu_policies.py`);
 * `instances`: one-hot library instance (option x target);
 * `trunk`: the 576-d frozen residual at the entry's menu line (it has read the state text above it);
-* `trunk+names`: both.
+* `trunk+names`: both;
+* `trunk*names`: a separate trunk readout for each option name (plus its one-hot), so the
+  value of `pick_onion` can depend on the state in its own way;
+* `state*names`: no LLM; each option name's own readout of the true symbolic state (one-hots of
+  what the agent and its partner hold, the team's state label and each pot's state and
+  onions). It calibrates the others: what a reader of the state could get from these labels.
 
 For each, the validation R^2 of A and the value of the policies they define: the mean true A
 (sd units) of the greedy pick and of picks drawn from softmax(beta x predicted A). Uniform
@@ -55,6 +60,8 @@ from learning import SETTINGS  # noqa: E402
 from omjax.config import load_config  # noqa: E402
 from omjax.jax_cache import enable_compilation_cache  # noqa: E402
 from omjax.options.menu import render_menu  # noqa: E402
+from omjax.options.overcooked import pot_state_code  # noqa: E402
+from omjax.prompts.overcooked import STATES, state_label  # noqa: E402
 from omjax.train import continuation  # noqa: E402
 from omjax.train.rollout import collect_group  # noqa: E402
 from omjax.train.trainer import Trainer  # noqa: E402
@@ -63,6 +70,9 @@ REPO = Path(__file__).resolve().parents[1]
 EPISODE_SEED0 = 2000
 """First episode seed of the probe's episodes (training-style; held-out seeds start at 10000)."""
 BETAS = (1.0, 2.0, 4.0)
+KINDS = ("names", "instances", "trunk", "trunk+names", "trunk*names", "state*names")
+CACHE_VERSION = 2
+"""Bumped when a row gains a field: version 2 added `state`."""
 
 
 def line_spans(tokenizer, prompt_ids: list[int], menu) -> list[tuple[int, int]]:
@@ -81,9 +91,19 @@ def line_spans(tokenizer, prompt_ids: list[int], menu) -> list[tuple[int, int]]:
     return spans[::-1]
 
 
+def symbolic_state(lib, state, agent: int) -> np.ndarray:
+    """int [5 + 2 P]: what `agent` and its partner hold, the state label's index, then each of
+    the P pots' state code and onions (Overcooked)."""
+    pots = pot_state_code(np, lib.layout, np.asarray(state.pot_onions), np.asarray(state.pot_tomatoes),
+                          np.asarray(state.pot_tick))
+    held = np.asarray(state.held)
+    return np.array([held[agent], held[1 - agent], STATES.index(state_label(lib, state, agent)),
+                     *pots, *np.asarray(state.pot_onions)], np.int64)
+
+
 def collect(trainer: Trainer, episodes: list[int], batch: int, key: jax.Array) -> list[dict]:
     """Every decision of the frozen base's full episodes: its entries' trunk features [M, D],
-    option names, instance ids and Q_u advantages [M] (raw), and its episode."""
+    option names, instance ids and Q_u advantages [M] (raw), its symbolic state and its episode."""
     game, decider, tok = trainer.game, trainer.decider, trainer.model.tokenizer
     bank = trainer.init_state().bank  # B = 0: the frozen base
     system = game.system_message()
@@ -107,14 +127,24 @@ def collect(trainer: Trainer, episodes: list[int], batch: int, key: jax.Array) -
             feats = np.stack([d.trunk[a:b].mean(axis=0) for a, b in spans])  # [M, D]
             rows.append(dict(episode=eps[d.rollout], agent=d.agent, feats=feats.astype(np.float32),
                              names=[it.opt for it in d.menu], inst=[it.index for it in d.menu],
-                             adv=np.array([q[j, it.index] - v[j] for it in d.menu])))
+                             adv=np.array([q[j, it.index] - v[j] for it in d.menu]),
+                             state=symbolic_state(game.lib, d.snapshot[0], d.agent)))
         print(f"episodes {eps}: {len(ds)} decisions, deliveries {out.units.tolist()}, "
               f"{time.time() - t0:.0f} s", flush=True)
     return rows
 
 
-def design(rows: list[dict], kind: str, names: list[str], n_inst: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(X [N, F] centred within each decision, y [N] the same, decision id [N]) over all entries."""
+def state_hot(rows: list[dict]) -> list[np.ndarray]:
+    """One-hot [S] of each row's symbolic state, column by column over the values seen in `rows`."""
+    cols = np.stack([r["state"] for r in rows])  # [N, C]
+    levels = [np.unique(c) for c in cols.T]
+    return [np.concatenate([(lv == v).astype(np.float64) for lv, v in zip(levels, row)]) for row in cols]
+
+
+def design(rows: list[dict], kind: str, names: list[str], n_inst: int,
+           hots: list[np.ndarray] | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(X [N, F] centred within each decision, y [N] the same, decision id [N]) over all entries;
+    `hots`: each row's `state_hot`, for `state*names`."""
     xs, ys, gid = [], [], []
     for g, r in enumerate(rows):
         parts = []
@@ -124,6 +154,14 @@ def design(rows: list[dict], kind: str, names: list[str], n_inst: int) -> tuple[
             parts.append(np.eye(n_inst)[r["inst"]])
         if kind in ("trunk", "trunk+names"):
             parts.append(r["feats"].astype(np.float64))
+        if kind == "trunk*names":  # one trunk readout per option name: [M, names x D]
+            hot = np.eye(len(names))[[names.index(n) for n in r["names"]]]
+            parts.append((hot[:, :, None] * r["feats"].astype(np.float64)[:, None, :]).reshape(len(hot), -1))
+            parts.append(hot)
+        if kind == "state*names":
+            hot = np.eye(len(names))[[names.index(n) for n in r["names"]]]
+            parts.append((hot[:, :, None] * hots[g][None, None, :]).reshape(len(hot), -1))
+            parts.append(hot)
         x = np.concatenate(parts, axis=1)
         xs.append(x - x.mean(axis=0))
         ys.append(r["adv"] - r["adv"].mean())
@@ -145,6 +183,8 @@ def ridge(x: np.ndarray, y: np.ndarray, lam: float) -> np.ndarray:
 def choose_lambda(x, y, gid, grid=(1e-2, 1e-1, 1.0, 10.0, 100.0, 1e3, 1e4)) -> float:
     """The ridge weight with the best 4-fold (by decision) held-out R^2 within the training set."""
     folds = gid % 4
+    if not np.any(y):
+        return grid[0]
     best, best_r2 = grid[0], -np.inf
     for lam in grid:
         sse = sum(np.sum((y[folds == f] - x[folds == f] @ ridge(x[folds != f], y[folds != f], lam)) ** 2)
@@ -170,8 +210,9 @@ def policy_values(pred: np.ndarray, y: np.ndarray, gid: np.ndarray, sd: float) -
 
 
 def evaluate(train: list[dict], val: list[dict], kind: str, names: list[str], n_inst: int, sd: float) -> dict:
-    x, y, gid = design(train, kind, names, n_inst)
-    xv, yv, gv = design(val, kind, names, n_inst)
+    hots = state_hot(train + val) if kind == "state*names" else None  # one encoding for both sets
+    x, y, gid = design(train, kind, names, n_inst, hots and hots[:len(train)])
+    xv, yv, gv = design(val, kind, names, n_inst, hots and hots[len(train):])
     scale = x.std(axis=0) + 1e-8  # features on one scale, so one ridge weight fits all
     x, xv = x / scale, xv / scale
     lam = choose_lambda(x, y, gid)
@@ -180,6 +221,16 @@ def evaluate(train: list[dict], val: list[dict], kind: str, names: list[str], n_
     return {"kind": kind, "lambda": lam, "decisions_train": len(train),
             "r2_train": r2(y, pred_tr), "r2_val": r2(yv, pred),
             **policy_values(pred, yv, gv, sd)}
+
+
+def name_table(rows: list[dict], sd: float) -> list[dict]:
+    """Each option name's mean advantage (sd units) over every entry that showed it."""
+    by: dict[str, list[float]] = {}
+    for r in rows:
+        for n, a in zip(r["names"], r["adv"]):
+            by.setdefault(n, []).append(a / sd)
+    return sorted(({"name": n, "mean_adv": float(np.mean(v)), "entries": len(v)} for n, v in by.items()),
+                  key=lambda e: -e["mean_adv"])
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -203,7 +254,7 @@ def main(argv: list[str] | None = None) -> int:
     n_eps = args.train_episodes + args.val_episodes
     episodes = list(range(EPISODE_SEED0, EPISODE_SEED0 + n_eps))
     tag = hashlib.sha1(" ".join(args.overrides).encode()).hexdigest()[:8] if args.overrides else "default"
-    cache = out / f"decisions_{EPISODE_SEED0}_{n_eps}_q{args.q_rollouts}_{tag}.pkl"
+    cache = out / f"decisions_v{CACHE_VERSION}_{EPISODE_SEED0}_{n_eps}_q{args.q_rollouts}_{tag}.pkl"
     if cache.exists():  # the collected decisions of an earlier call with these episodes: refit only
         rows, t_collect = pickle.loads(cache.read_bytes())
     else:
@@ -218,17 +269,18 @@ def main(argv: list[str] | None = None) -> int:
     names = sorted({n for r in rows for n in r["names"]})
     n_inst = 1 + max(i for r in rows for i in r["inst"])
     sd = float(np.std(np.concatenate([r["adv"] for r in train])))  # the trainer's scale: sd of the raw advantages
-    results = [evaluate(train, val, kind, names, n_inst, sd) for kind in ("names", "instances", "trunk", "trunk+names")]
+    results = [evaluate(train, val, kind, names, n_inst, sd) for kind in KINDS]
     curve = []
     for n in sorted({args.train_episodes // 4, args.train_episodes // 2, args.train_episodes} - {0}):
         part = [r for r in train if r["episode"] < EPISODE_SEED0 + n]
-        for kind in ("names", "trunk+names"):
+        for kind in ("names", "trunk+names", "state*names"):
             curve.append({"train_episodes": n, **evaluate(part, val, kind, names, n_inst, sd)})
     summary = {"experiment": "value_probe", "layout": cfg.env.layout, "horizon": cfg.env.horizon,
                "q_horizon": cfg.train.q_horizon, "q_rollouts": cfg.train.q_rollouts,
                "trunk_layer": trainer.policy.frozen_layers, "train_episodes": args.train_episodes,
                "val_episodes": args.val_episodes, "decisions_train": len(train), "decisions_val": len(val),
-               "adv_sd": sd, "collect_s": t_collect, "results": results, "curve": curve}
+               "adv_sd": sd, "collect_s": t_collect, "results": results, "curve": curve,
+               "names": name_table(rows, sd)}
     (out / "probe.json").write_text(json.dumps(summary, indent=1))
     cols = ["kind", "decisions_train", "lambda", "r2_train", "r2_val", "greedy", *[f"soft_b{b:g}" for b in BETAS],
             "oracle"]
@@ -241,7 +293,11 @@ def main(argv: list[str] | None = None) -> int:
              "| " + " | ".join(cols) + " |", "|" + "---|" * len(cols), *map(fmt, results), "",
              "Learning curve (the first n training episodes):", "",
              "| train_episodes | " + " | ".join(cols) + " |", "|" + "---|" * (len(cols) + 1),
-             *[f"| {r['train_episodes']} " + fmt(r) for r in curve], "", json.dumps(summary)]
+             *[f"| {r['train_episodes']} " + fmt(r) for r in curve], "",
+             "Each option name's mean advantage over all decisions (sd units):", "",
+             "| name | mean advantage | entries |", "|---|---|---|",
+             *[f"| {e['name']} | {e['mean_adv']:+.2f} | {e['entries']} |" for e in summary["names"]], "",
+             json.dumps(summary)]
     (out / "probe.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines[:-1]))
     return 0

@@ -372,7 +372,7 @@ def test_value_probe_fits_what_the_features_carry():
 
 def test_value_probe_collects_real_decisions_and_refits_from_its_cache(tiny_model_dir, tmp_path):
     """The shipped decision path on 6-step AA episodes with a tiny model: every decision's menu
-    lines are found in its prompt, Q_u labels them, four probes are fitted and reported, and a
+    lines are found in its prompt, Q_u labels them, every probe is fitted and reported, and a
     second call refits from the kept decisions."""
     import value_probe
 
@@ -381,7 +381,7 @@ def test_value_probe_collects_real_decisions_and_refits_from_its_cache(tiny_mode
             "lora.targets=q,v", "lora.top_layers=1", "train.q_horizon=3", "train.segment=0"]
     assert value_probe.main(args) == 0
     summary = json.loads((tmp_path / "probe.json").read_text())
-    assert [r["kind"] for r in summary["results"]] == ["names", "instances", "trunk", "trunk+names"]
+    assert [r["kind"] for r in summary["results"]] == list(value_probe.KINDS)
     assert summary["decisions_train"] > 0 and summary["decisions_val"] > 0 and summary["trunk_layer"] == 1
     for r in summary["results"]:
         assert np.isfinite(r["r2_val"]) and r["greedy"] <= r["oracle"] + 1e-9
@@ -389,3 +389,26 @@ def test_value_probe_collects_real_decisions_and_refits_from_its_cache(tiny_mode
     stamp = cache.stat().st_mtime
     assert value_probe.main(args) == 0 and cache.stat().st_mtime == stamp
     assert "| trunk+names |" in (tmp_path / "probe.md").read_text()
+
+
+def test_value_probe_state_readout_finds_state_dependent_values():
+    """Advantages that flip sign with a symbolic state bit: option names alone explain nothing,
+    a per-name readout of the state explains all of it."""
+    import value_probe
+
+    rng = np.random.default_rng(1)
+    names = ["a", "b", "c"]
+    sign = {"a": 1.0, "b": 0.0, "c": -1.0}
+
+    def decision(episode):
+        opts = [names[int(j)] for j in rng.permutation(3)]
+        state = rng.integers(0, 2, size=3)
+        adv = np.array([sign[o] * (1.0 if state[0] else -1.0) for o in opts])
+        return dict(episode=episode, agent=0, feats=rng.normal(size=(3, 4)), names=opts,
+                    inst=[names.index(o) for o in opts], adv=adv, state=state)
+
+    train, val = [decision(0) for _ in range(300)], [decision(1) for _ in range(100)]
+    sd = float(np.std(np.concatenate([r["adv"] for r in train])))
+    by_state = value_probe.evaluate(train, val, "state*names", names, 3, sd)
+    assert by_state["r2_val"] > 0.99 and by_state["greedy"] == pytest.approx(by_state["oracle"])
+    assert value_probe.evaluate(train, val, "names", names, 3, sd)["r2_val"] < 0.05
