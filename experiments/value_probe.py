@@ -141,27 +141,33 @@ def state_hot(rows: list[dict]) -> list[np.ndarray]:
     return [np.concatenate([(lv == v).astype(np.float64) for lv, v in zip(levels, row)]) for row in cols]
 
 
+def per_name(hot: np.ndarray, f: np.ndarray) -> np.ndarray:
+    """[M, names x F]: each entry's features [M, F] in the block of its option name (hot [M, names])."""
+    return (hot[:, :, None] * f[:, None, :]).reshape(len(hot), -1)
+
+
 def design(rows: list[dict], kind: str, names: list[str], n_inst: int,
            hots: list[np.ndarray] | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(X [N, F] centred within each decision, y [N] the same, decision id [N]) over all entries;
     `hots`: each row's `state_hot`, for `state*names`."""
     xs, ys, gid = [], [], []
     for g, r in enumerate(rows):
-        parts = []
-        if kind in ("names", "trunk+names"):
-            parts.append(np.eye(len(names))[[names.index(n) for n in r["names"]]])
-        if kind == "instances":
-            parts.append(np.eye(n_inst)[r["inst"]])
-        if kind in ("trunk", "trunk+names"):
-            parts.append(r["feats"].astype(np.float64))
-        if kind == "trunk*names":  # one trunk readout per option name: [M, names x D]
-            hot = np.eye(len(names))[[names.index(n) for n in r["names"]]]
-            parts.append((hot[:, :, None] * r["feats"].astype(np.float64)[:, None, :]).reshape(len(hot), -1))
-            parts.append(hot)
-        if kind == "state*names":
-            hot = np.eye(len(names))[[names.index(n) for n in r["names"]]]
-            parts.append((hot[:, :, None] * hots[g][None, None, :]).reshape(len(hot), -1))
-            parts.append(hot)
+        hot = np.eye(len(names))[[names.index(n) for n in r["names"]]]  # [M, names]
+        feats = r["feats"].astype(np.float64)  # [M, D]
+        if kind == "names":
+            parts = [hot]
+        elif kind == "instances":
+            parts = [np.eye(n_inst)[r["inst"]]]
+        elif kind == "trunk":
+            parts = [feats]
+        elif kind == "trunk+names":
+            parts = [feats, hot]
+        elif kind == "trunk*names":  # one trunk readout per option name
+            parts = [per_name(hot, feats), hot]
+        elif kind == "state*names":  # one readout of the symbolic state per option name
+            parts = [per_name(hot, np.broadcast_to(hots[g], (len(hot), len(hots[g])))), hot]
+        else:
+            raise ValueError(f"unknown probe {kind!r}; one of {KINDS}")
         x = np.concatenate(parts, axis=1)
         xs.append(x - x.mean(axis=0))
         ys.append(r["adv"] - r["adv"].mean())
