@@ -54,7 +54,6 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import common  # noqa: E402
 from learning import SETTINGS  # noqa: E402
 
 from omjax.config import load_config  # noqa: E402
@@ -106,7 +105,6 @@ def collect(trainer: Trainer, episodes: list[int], batch: int, key: jax.Array) -
     option names, instance ids and Q_u advantages [M] (raw), its symbolic state and its episode."""
     game, decider, tok = trainer.game, trainer.decider, trainer.model.tokenizer
     bank = trainer.init_state().bank  # B = 0: the frozen base
-    system = game.system_message()
     rows: list[dict] = []
     for lo in range(0, len(episodes), batch):
         eps = episodes[lo:lo + batch]
@@ -195,9 +193,9 @@ def choose_lambda(x, y, gid, grid=(1e-2, 1e-1, 1.0, 10.0, 100.0, 1e3, 1e4)) -> f
     for lam in grid:
         sse = sum(np.sum((y[folds == f] - x[folds == f] @ ridge(x[folds != f], y[folds != f], lam)) ** 2)
                   for f in range(4))
-        r2 = 1 - sse / np.sum(y ** 2)
-        if r2 > best_r2:
-            best, best_r2 = lam, r2
+        score = 1 - sse / np.sum(y ** 2)
+        if score > best_r2:
+            best, best_r2 = lam, score
     return best
 
 
@@ -291,9 +289,11 @@ def main(argv: list[str] | None = None) -> int:
     cols = ["kind", "decisions_train", "lambda", "r2_train", "r2_val", "greedy", *[f"soft_b{b:g}" for b in BETAS],
             "oracle"]
     fmt = lambda r: "| " + " | ".join(f"{r[c]:.3g}" if isinstance(r[c], float) else str(r[c]) for c in cols) + " |"
-    lines = [f"# Linear probe of Q_u advantages from frozen SmolLM2 features ({cfg.env.layout}, {cfg.env.horizon} steps)",
+    extra = "".join(f" {o}" for o in args.overrides)
+    lines = [f"# Linear probe of Q_u advantages from frozen {cfg.model.name} features ({cfg.env.layout}, "
+             f"{cfg.env.horizon} steps, layer {trainer.policy.frozen_layers})",
              "", f"`python experiments/value_probe.py --train-episodes {args.train_episodes} --val-episodes "
-             f"{args.val_episodes} --q-rollouts {args.q_rollouts}` ({len(train)} training / {len(val)} validation "
+             f"{args.val_episodes} --q-rollouts {args.q_rollouts}{extra}` ({len(train)} training / {len(val)} validation "
              f"decisions with 2+ entries, episode seeds {EPISODE_SEED0}-{EPISODE_SEED0 + n_eps - 1}; "
              f"collection {t_collect / 60:.1f} min; advantage sd {sd:.3f})", "",
              "| " + " | ".join(cols) + " |", "|" + "---|" * len(cols), *map(fmt, results), "",
