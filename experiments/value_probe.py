@@ -179,9 +179,9 @@ def r2(y: np.ndarray, pred: np.ndarray) -> float:
     return float(1 - np.sum((y - pred) ** 2) / ss) if ss > 0 else float("nan")
 
 
-def ridge(x: np.ndarray, y: np.ndarray, lam: float) -> np.ndarray:
-    f = x.shape[1]
-    return np.linalg.solve(x.T @ x + lam * np.eye(f), x.T @ y)
+def ridge(gram: np.ndarray, xty: np.ndarray, lam: float) -> np.ndarray:
+    """Ridge weights [F] from X^T X [F, F] and X^T y [F]."""
+    return np.linalg.solve(gram + lam * np.eye(len(gram)), xty)
 
 
 def choose_lambda(x, y, gid, grid=(1e-2, 1e-1, 1.0, 10.0, 100.0, 1e3, 1e4)) -> float:
@@ -189,14 +189,11 @@ def choose_lambda(x, y, gid, grid=(1e-2, 1e-1, 1.0, 10.0, 100.0, 1e3, 1e4)) -> f
     folds = gid % 4
     if not np.any(y):
         return grid[0]
-    best, best_r2 = grid[0], -np.inf
-    for lam in grid:
-        sse = sum(np.sum((y[folds == f] - x[folds == f] @ ridge(x[folds != f], y[folds != f], lam)) ** 2)
-                  for f in range(4))
-        score = 1 - sse / np.sum(y ** 2)
-        if score > best_r2:
-            best, best_r2 = lam, score
-    return best
+    # Each fold's Gram matrix once, for every weight of the grid.
+    parts = [(x[folds != f].T @ x[folds != f], x[folds != f].T @ y[folds != f], x[folds == f], y[folds == f])
+             for f in range(4)]
+    sse = [sum(np.sum((yf - xf @ ridge(gram, xty, lam)) ** 2) for gram, xty, xf, yf in parts) for lam in grid]
+    return grid[int(np.argmin(sse))]
 
 
 def policy_values(pred: np.ndarray, y: np.ndarray, gid: np.ndarray, sd: float) -> dict:
@@ -220,7 +217,7 @@ def evaluate(train: list[dict], val: list[dict], kind: str, names: list[str], n_
     scale = x.std(axis=0) + 1e-8  # features on one scale, so one ridge weight fits all
     x, xv = x / scale, xv / scale
     lam = choose_lambda(x, y, gid)
-    w = ridge(x, y, lam)
+    w = ridge(x.T @ x, x.T @ y, lam)
     pred_tr, pred = x @ w, xv @ w
     return {"kind": kind, "lambda": lam, "decisions_train": len(train),
             "r2_train": r2(y, pred_tr), "r2_val": r2(yv, pred),
