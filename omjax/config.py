@@ -69,6 +69,15 @@ class LoRAConfig:
     """Put adapters only on the last n decoder layers (0: every layer). Gradients then stop at
     the lowest adapted layer, which makes CPU updates cheaper."""
 
+    scope: Literal["all", "reply"] = "all"
+    """Which tokens the adapter acts on. `all`: every token, prompt included (the paper).
+    `reply` (letter mode): only the reply's tokens; the prompt's keys and values are the frozen
+    base's, so the update runs the prompt forward once without gradients and back-propagates
+    through the reply's few tokens only (several times cheaper per decision), and a round's
+    prompt-prefix cache is shared by all adapters. The reply's first token is then predicted by
+    the base alone (its distribution is the base's); every later token, the letter included,
+    is adapted."""
+
     def __post_init__(self) -> None:
         object.__setattr__(self, "targets", tuple(self.targets))
         _check(self.top_layers >= 0, "lora.top_layers", f"must be >= 0, got {self.top_layers}")
@@ -462,6 +471,11 @@ class Config:
             "train.all_options",
             "credits every entry of the menu, so there is no sampled letter for train.letter_baseline "
             "or train.letter_augment to correct: set them off",
+        )
+        _check(
+            not (self.lora.scope == "reply" and self.policy.decision_mode != "letter"),
+            "lora.scope",
+            "reply scores the reply after a prompt run without the adapter: it needs policy.decision_mode=letter",
         )
         _check(
             not (self.train.letter_augment and self.policy.decision_mode != "letter"),

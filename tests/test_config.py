@@ -46,7 +46,7 @@ def test_unknown_key_is_an_error_naming_it(tmp_path):
     ("lora.targets=q,qkv", "lora.targets: unknown LoRA targets ['qkv']"), ("lora.targets=q,q", "lora.targets"),
     ("policy.action_interface=compound_json", "policy.decision_mode: letter mode scores menu letters"),
     ("train.letter_augment=-1", "train.letter_augment"), ("train.advantage=gae", "train.advantage"),
-    ("train.segment=-1", "train.segment"),
+    ("train.segment=-1", "train.segment"), ("lora.scope=prompt", "lora.scope: must be one of"),
 ])
 def test_bad_values_name_the_key(override, key):
     with pytest.raises(ConfigError, match=re.escape(key)):
@@ -63,6 +63,9 @@ def test_letter_augment_needs_letter_mode():
         load_config(None, ["train.letter_prior_coef=0.5", "policy.decision_mode=sample"])
     with pytest.raises(ConfigError, match=r"train.letter_prior_coef: must be >= 0"):
         load_config(None, ["train.letter_prior_coef=-1"])
+    with pytest.raises(ConfigError, match=r"lora.scope: .*needs policy.decision_mode=letter"):
+        load_config(None, ["lora.scope=reply", "policy.decision_mode=sample"])
+    assert load_config(None, ["lora.scope=reply"]).lora.scope == "reply"
 
 
 def test_overrides_coerce_types_and_base_files_merge(tmp_path):

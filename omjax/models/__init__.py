@@ -32,6 +32,9 @@ Family contract (one module per HF `model_type`, registered in `FAMILIES`):
     forward_and_trunk(params, cfg, tokens, *, n_layers, **forward kwargs) -> (logits, cache, Trunk)
         or None: `forward` that also returns the trunk of its tokens (with a cache, of the
         tokens after it), so rollouts hand the update the trunk they already computed.
+    TRUNK_CACHE: bool
+        whether `forward(..., trunk=, cache=)` continues a cache chunk by chunk from a trunk
+        (every chunk from a trunk at the same layer; what `lora.scope=reply` runs).
 """
 
 from omjax.models.families import FAMILIES, family

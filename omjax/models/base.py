@@ -310,12 +310,14 @@ class Context:
 
 def check_forward_inputs(family: str, num_layers: int, tokens: jax.Array,
                          attention_mask: jax.Array | None, lora: dict | None, *,
-                         trunk: Trunk | None = None, cache: dict | None = None) -> None:
+                         trunk: Trunk | None = None, cache: dict | None = None,
+                         trunk_cache: bool = False) -> None:
     """Clear errors for the mistakes a family's `forward` would otherwise hit deep inside (or,
-    for a trunk that skips adapter layers, not hit at all)."""
+    for a trunk that skips adapter layers, not hit at all). `trunk_cache`: the family can
+    continue a cache from a trunk (its `TRUNK_CACHE`)."""
     if trunk is not None:
-        if cache is not None:
-            raise ValueError(f"{family}: a trunk cannot be combined with a decode cache")
+        if cache is not None and not trunk_cache:
+            raise ValueError(f"{family}: a trunk cannot be combined with a decode cache in this family")
         check_trunk(family, num_layers, trunk.n_layers, lora)
     if tokens.ndim != 2:
         raise ValueError(f"{family}: tokens must be [B, T], got shape {tokens.shape}")

@@ -171,7 +171,9 @@ def _layer(p: dict, cfg: DenseConfig, x: jax.Array, ctx: base.Context, cos, sin,
 def _layers(params: dict, cfg: DenseConfig, tokens: jax.Array, attention_mask, lora, lora_scale: float,
             cache: dict | None, remat: bool, trunk: base.Trunk | None, stop: int, keep: int = 0):
     """Run layers [first, stop) (first = 0, or where `trunk` stopped): (x [B, T, D], cache, layer
-    caches, the residual stream entering layer `keep` (None when `keep` is 0))."""
+    caches (those below `first` as they were), the residual stream entering layer `keep` (None
+    when `keep` is 0)). With a trunk and a cache only layers >= first are written: a later
+    chunk continuing that cache must start from a trunk at the same layer."""
     ctx, cache = base.make_context(tokens, attention_mask, cache)
     cos, sin = base.rope_cos_sin(jnp.maximum(ctx.q_pos, 0),
                                  base.rope_inv_freq(cfg.head_dim, cfg.rope_theta, cfg.rope_scaling))
@@ -180,7 +182,7 @@ def _layers(params: dict, cfg: DenseConfig, tokens: jax.Array, attention_mask, l
     else:
         x, first = trunk.hidden, trunk.n_layers
     layer_fn = jax.checkpoint(_layer, static_argnums=(1, 7)) if remat else _layer
-    new_layers, kept = [], None
+    new_layers, kept = ([] if cache is None else list(cache["layers"][:first])), None
     for i in range(first, stop):
         if i == keep:
             kept = x
@@ -212,7 +214,9 @@ def forward(params: dict, cfg: DenseConfig, tokens: jax.Array, *,
     expected when a cache or `last_only` is used); lora: one adapter tree (no agent axis; vmap
     over a bank for several agents); lora_scale: `LoRAConfig.scale`; cache: from `init_cache`
     or a previous call; remat: recompute each layer's activations in the backward pass;
-    trunk: start from the output of `trunk(...)` for the same tokens instead of layer 0.
+    trunk: start from the output of `trunk(...)` for the same tokens instead of layer 0 (with a
+    cache too: a chunk of a longer sequence whose earlier chunks were run from a trunk at the
+    same layer, as the letter policy's `lora.scope=reply` does).
     """
     logits, cache, _ = _forward(params, cfg, tokens, attention_mask, lora, lora_scale, cache, last_only, remat,
                                 trunk, 0)
@@ -235,7 +239,8 @@ def forward_and_trunk(params: dict, cfg: DenseConfig, tokens: jax.Array, *, n_la
 
 
 def _forward(params, cfg, tokens, attention_mask, lora, lora_scale, cache, last_only, remat, trunk, keep):
-    base.check_forward_inputs(cfg.model_type, cfg.num_layers, tokens, attention_mask, lora, trunk=trunk, cache=cache)
+    base.check_forward_inputs(cfg.model_type, cfg.num_layers, tokens, attention_mask, lora, trunk=trunk, cache=cache,
+                              trunk_cache=True)
     x, cache, new_layers, kept = _layers(params, cfg, tokens, attention_mask, lora, lora_scale, cache, remat,
                                          trunk, cfg.num_layers, keep)
     if last_only:

@@ -58,6 +58,10 @@ forward_and_trunk = None
 """Not provided: upper layers also read the keys and values of shared trunk layers, which a
 forward does not return; the update computes the trunk itself (`trunk`)."""
 
+TRUNK_CACHE = False
+"""Whether `forward` continues a cache from a trunk: no (the trunk's shared keys and values
+would have to be written to the cache too), so `lora.scope=reply` needs `lora.top_layers=0`."""
+
 
 @dataclasses.dataclass(frozen=True)
 class Config:

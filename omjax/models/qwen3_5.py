@@ -52,6 +52,10 @@ forward_and_trunk = None
 """Not provided: a recurrent family scores each state branch in its own row (`SEGMENTS` is
 False), so its rollout rows are not the update's; the update computes the trunk itself."""
 
+TRUNK_CACHE = False
+"""Whether `forward` continues a cache from a trunk: no (`lora.scope=reply` also needs branch
+masks, which this family cannot run)."""
+
 
 @dataclasses.dataclass(frozen=True)
 class Config:

@@ -139,6 +139,10 @@ class _BankPolicy:
     """What both decision modes share: the backbone, the adapter scale, the sampling
     temperature, the frozen trunk and the shared-prefix caches of a bank."""
 
+    reply_only = False
+    """Whether the adapters act on the reply's tokens only (`lora.scope=reply`, letter mode):
+    the prompt, shared prefix included, is the frozen base's."""
+
     def __init__(self, family: Any, config: Any, lora_scale: float, temperature: float, remat: bool,
                  frozen_layers: int):
         self.family, self.config = family, config
@@ -147,6 +151,7 @@ class _BankPolicy:
         one = lambda base, lora, tokens, mask: inference.prefill(family, base, config, tokens, mask, lora=lora,
                                                                  lora_scale=self.lora_scale)
         self._prefill = jax.jit(jax.vmap(one, in_axes=(None, 0, None, None)))
+        self._prefill_base = jax.jit(lambda base, tokens, mask: inference.prefill(family, base, config, tokens, mask))
 
     prepare = add_trunk  # prepare(base, inputs): the update's once-per-round frozen trunk
 
@@ -156,8 +161,13 @@ class _BankPolicy:
 
     def prefill(self, base: Any, bank: Any, prefix: Sequence[int]) -> dict:
         """The cache of the shared prompt prefix under each adapter of `bank`: leaves [A, 1, ...].
-        Valid until the bank changes (the prefix's keys and values depend on the adapter)."""
+        Valid until the bank changes (the prefix's keys and values depend on the adapter), except
+        under `reply_only`, where it is the base's for every adapter."""
         tokens, mask = inference.prefix_arrays(prefix)
+        if self.reply_only:
+            one = self._prefill_base(base, jnp.asarray(tokens), jnp.asarray(mask))  # leaves [1, ...]
+            n = jax.tree.leaves(bank)[0].shape[0]
+            return jax.tree.map(lambda x: jnp.broadcast_to(x[None], (n,) + x.shape), one)
         return self._prefill(base, bank, jnp.asarray(tokens), jnp.asarray(mask))
 
 
@@ -184,11 +194,18 @@ class LetterPolicy(_BankPolicy):
     kl_kind = "exact"
 
     def __init__(self, family: Any, config: Any, lora_scale: float, temperature: float, remat: bool = True,
-                 frozen_layers: int = 0):
+                 frozen_layers: int = 0, reply_only: bool = False):
         super().__init__(family, config, lora_scale, temperature, remat, frozen_layers)
         # A recurrent family runs each branch in its own copy of the prompt: exact too, at L
         # times the prompt's compute.
         self.one_row_per_branch = not family.SEGMENTS
+        self.reply_only = bool(reply_only)
+        if self.reply_only and self.one_row_per_branch:
+            raise ValueError("lora.scope=reply runs the branch block on the prompt's cache, which needs a family "
+                             "with branch masks (SEGMENTS); this one has none: use lora.scope=all")
+        if self.reply_only and self.frozen_layers and not getattr(family, "TRUNK_CACHE", False):
+            raise ValueError("lora.scope=reply with lora.top_layers continues a cache from the frozen trunk, which "
+                             "this family cannot (TRUNK_CACHE is False): set lora.top_layers=0 or lora.scope=all")
         self.keeps_trunk = bool(frozen_layers) and family.forward_and_trunk is not None and family.SEGMENTS
         """Whether `decide(..., keep_trunk=True)` can return each decision's frozen trunk (the
         update's `prepare` then has nothing left to compute)."""
@@ -213,6 +230,29 @@ class LetterPolicy(_BankPolicy):
         rows (of the tokens after `cache`)."""
         p, n_labels, width = inputs["label_mask"].shape
         n = n_labels * width
+        if self.reply_only:
+            logits, hidden = self._reply_logits(base, lora, inputs, cache, keep_trunk)
+        else:
+            logits, hidden = self._all_logits(base, lora, inputs, cache, keep_trunk)
+        logits = logits / self.temperature  # [P, 1 + L*W, V]: the prompt's last token, then the block
+        # Branch l's token j is predicted by the prompt's last token (j = 0) or by its token j - 1.
+        pred = np.concatenate([np.zeros((n_labels, 1), np.int32),
+                               1 + np.arange(n_labels)[:, None] * width + np.arange(width - 1)[None]], axis=1)
+        block = inputs["tokens"][:, -n:]  # [P, L*W]
+        tok_logp = jnp.take_along_axis(jax.nn.log_softmax(logits[:, pred.reshape(-1)], axis=-1),
+                                       block[:, :, None], axis=-1)[..., 0].reshape(p, n_labels, width)
+        label_logp = jax.nn.log_softmax(jnp.sum(jnp.where(inputs["label_mask"], tok_logp, 0.0), axis=-1), axis=-1)
+        at_choice = jnp.take_along_axis(logits, 1 + inputs["end"][:, :, None], axis=1)  # [P, L, V]
+        letter_logits = jnp.take_along_axis(at_choice, inputs["letters"][:, None, :], axis=-1)  # [P, L, M]
+        menu = inputs["menu_mask"][:, None, :]
+        letter_logp = jax.nn.log_softmax(jnp.where(menu, letter_logits, _MASKED), axis=-1)
+        return jnp.where(menu, label_logp[:, :, None] + letter_logp, 0.0), hidden
+
+    def _all_logits(self, base, lora, inputs, cache, keep_trunk):
+        """Logits [P, 1 + L*W, V] at the prompt's last token and the branch block, the adapter on
+        every token (`lora.scope=all`), and the kept trunk [P, T + L*W, D] or None."""
+        p, n_labels, width = inputs["label_mask"].shape
+        n = n_labels * width
         tokens, mask = self.sequences(inputs)
         split = tokens.shape[0] != p
         if cache is not None:
@@ -230,19 +270,36 @@ class LetterPolicy(_BankPolicy):
         if split:  # [P*L, 1 + W, V] -> the layout of one row per prompt
             logits = logits.reshape(p, n_labels, width + 1, -1)
             logits = jnp.concatenate([logits[:, 0, :1], logits[:, :, 1:].reshape(p, n, -1)], axis=1)
-        logits = logits / self.temperature  # [P, 1 + L*W, V]: the prompt's last token, then the block
-        # Branch l's token j is predicted by the prompt's last token (j = 0) or by its token j - 1.
-        pred = np.concatenate([np.zeros((n_labels, 1), np.int32),
-                               1 + np.arange(n_labels)[:, None] * width + np.arange(width - 1)[None]], axis=1)
-        block = inputs["tokens"][:, -n:]  # [P, L*W]
-        tok_logp = jnp.take_along_axis(jax.nn.log_softmax(logits[:, pred.reshape(-1)], axis=-1),
-                                       block[:, :, None], axis=-1)[..., 0].reshape(p, n_labels, width)
-        label_logp = jax.nn.log_softmax(jnp.sum(jnp.where(inputs["label_mask"], tok_logp, 0.0), axis=-1), axis=-1)
-        at_choice = jnp.take_along_axis(logits, 1 + inputs["end"][:, :, None], axis=1)  # [P, L, V]
-        letter_logits = jnp.take_along_axis(at_choice, inputs["letters"][:, None, :], axis=-1)  # [P, L, M]
-        menu = inputs["menu_mask"][:, None, :]
-        letter_logp = jax.nn.log_softmax(jnp.where(menu, letter_logits, _MASKED), axis=-1)
-        return jnp.where(menu, label_logp[:, :, None] + letter_logp, 0.0), hidden
+        return logits, hidden
+
+    def _reply_logits(self, base, lora, inputs, cache, keep_trunk):
+        """`_all_logits` under `lora.scope=reply`: the prompt's T tokens run on the frozen base
+        (no adapter, so no gradient flows through them) into a cache, then the L*W branch tokens
+        run with the adapter on that cache. With a trunk (the update's `prepare`) both chunks
+        start from it; the backward pass then covers only the branch block."""
+        p, n_labels, width = inputs["label_mask"].shape
+        n = n_labels * width
+        tokens, mask = inputs["tokens"], inputs["mask"]
+        t = tokens.shape[1] - n
+        if cache is None:
+            cache = self.family.init_cache(self.config, p, t + n, base["embed"].dtype)
+        else:
+            cache = inference.extend_for(cache, p, t + n)
+        trunk = inputs.get("trunk")
+        chunks = ((slice(0, t), None, 1, False), (slice(t, None), lora, n, self.remat))
+        logits, kept = [], []
+        for cols, adapter, last, remat in chunks:  # prompt [P, 1, V], then branches [P, L*W, V]
+            common = dict(attention_mask=mask[:, cols], lora=adapter, lora_scale=self.lora_scale, cache=cache,
+                          last_only=last)
+            if keep_trunk:
+                out, cache, tr = self.family.forward_and_trunk(base, self.config, tokens[:, cols],
+                                                               n_layers=self.frozen_layers, **common)
+                kept.append(tr.hidden)
+            else:
+                tr = None if trunk is None else trunk.replace(hidden=trunk.hidden[:, cols])
+                out, cache = self.family.forward(base, self.config, tokens[:, cols], remat=remat, trunk=tr, **common)
+            logits.append(out)
+        return jnp.concatenate(logits, axis=1), (jnp.concatenate(kept, axis=1) if keep_trunk else None)
 
     def sequences(self, inputs: dict) -> tuple[jax.Array, jax.Array]:
         _, n_labels, width = inputs["label_mask"].shape

@@ -102,7 +102,7 @@ def make_policy(cfg: Config, model: Any, lora_cfg: LoRAConfig) -> LetterPolicy |
     frozen = model.config.num_layers - top if top else 0
     if cfg.policy.decision_mode == "letter":
         return LetterPolicy(model.family, model.config, lora_cfg.scale, cfg.policy.temperature,
-                            remat=cfg.train.remat, frozen_layers=frozen)
+                            remat=cfg.train.remat, frozen_layers=frozen, reply_only=cfg.lora.scope == "reply")
     tok = model.tokenizer
     pad = tok.pad_token_id if tok.pad_token_id is not None else 0
     return SamplePolicy(model.family, model.config, lora_cfg.scale, cfg.policy.temperature,

@@ -209,16 +209,18 @@ def test_top_layer_adapters_leave_lower_layers_bare(tiny_model, tmp_path):
     np.testing.assert_allclose(row["ratio_first_step"], 1.0, atol=1e-5)
 
 
-def test_the_update_starts_from_the_trunks_the_rollouts_kept(tiny_model, tmp_path):
+@pytest.mark.parametrize("scope", ["all", "reply"])
+def test_the_update_starts_from_the_trunks_the_rollouts_kept(tiny_model, tmp_path, scope):
     """With adapters on the top layer only, each decision keeps the frozen layer's output of its
     rollout forward (after the cached prefix), laid out as the update's inputs; it equals the
     trunk the update would compute from the whole prompts, and the round moves the adapters as
-    the one that recomputes it (`train.reuse_trunk=false`)."""
+    the one that recomputes it (`train.reuse_trunk=false`). Under `lora.scope=reply` the rollout
+    runs prompt and reply as two chunks, and the update continues a cache from the trunk."""
     from omjax.train.rollout import update_inputs
 
     runs = {}
     for reuse in (True, False):
-        trainer = Trainer(config(tmp_path / str(reuse), "train.rounds=1", "lora.top_layers=1",
+        trainer = Trainer(config(tmp_path / str(reuse), "train.rounds=1", "lora.top_layers=1", f"lora.scope={scope}",
                                  f"train.reuse_trunk={str(reuse).lower()}"), model=tiny_model,
                           game=MenuBandit(N_AGENTS, 2))
         assert trainer.keep_trunk == reuse
@@ -241,8 +243,19 @@ def test_the_update_starts_from_the_trunks_the_rollouts_kept(tiny_model, tmp_pat
     moved = max(float(np.abs(x - y).max()) for x, y in zip(jax.tree.leaves(kept_state.bank),
                                                            jax.tree.leaves(state0.bank)))
     assert moved > 1e-4
+    # The update's forward from the kept trunk is the recomputed one's, value and gradient.
+    lo = jax.tree.map(lambda x: x[0], kept_state.bank)
+    logp = lambda lo, x: trainer.policy.policy_fn(tiny_model.params, lo, x).logp.sum()
+    (v1, g1), (v2, g2) = jax.value_and_grad(logp)(lo, inputs), jax.value_and_grad(logp)(lo, recomputed)
+    np.testing.assert_allclose(float(v1), float(v2), rtol=1e-6)
+    for x, y in zip(jax.tree.leaves(g1), jax.tree.leaves(g2)):
+        np.testing.assert_allclose(np.asarray(x), np.asarray(y), atol=1e-5 * float(jnp.abs(y).max()))
+    # Adam divides each element's step by its own gradient scale, so a 1e-6 relative gradient
+    # difference on elements with tiny gradients shows in the bank; under `scope=reply` (gradient
+    # through the few reply tokens only) more elements are tiny: up to 5e-4 on moves of 0.12.
+    atol = 1e-6 if scope == "all" else 2e-3
     for x, y in zip(jax.tree.leaves(kept_state.bank), jax.tree.leaves(fresh_state.bank)):
-        np.testing.assert_allclose(np.asarray(x), np.asarray(y), rtol=1e-3, atol=1e-6)
+        np.testing.assert_allclose(np.asarray(x), np.asarray(y), rtol=1e-3, atol=atol)
 
 
 def test_best_checkpoint_holds_the_adapters_that_earned_the_best_return(tiny_model, tmp_path):

@@ -75,6 +75,58 @@ def brute_joint(m, policy, lora_tree, prompt, branches, letters, menu_size):
     return label[:, None] + out
 
 
+def brute_reply_joint(m, policy, lora_tree, prompt, branches, letters):
+    """log p(label, letter) with the adapter on the reply only (`lora.scope=reply`): the prompt
+    alone on the base into a cache, then each branch alone with the adapter on a fresh copy (no
+    padding, no branch masks, no trunk)."""
+    out, label_scores = [], []
+    for ids, k in zip(branches.tokens, branches.label_len):
+        cache = m.family.init_cache(m.config, 1, len(prompt) + len(ids))
+        last, cache = m.family.forward(m.params, m.config, jnp.asarray([prompt]), cache=cache, last_only=True)
+        rest, _ = m.family.forward(m.params, m.config, jnp.asarray([list(ids)]), lora=lora_tree,
+                                   lora_scale=policy.lora_scale, cache=cache)
+        logp = jax.nn.log_softmax(jnp.concatenate([last, rest], axis=1)[0] / TEMPERATURE, axis=-1)  # [1 + W, V]
+        label_scores.append(sum(float(logp[j, ids[j]]) for j in range(k)))
+        out.append(np.asarray(jax.nn.log_softmax(logp[-1, jnp.asarray(letters)] * 1.0)))
+    label = np.asarray(jax.nn.log_softmax(jnp.asarray(label_scores)))
+    return label[:, None] + np.stack(out)
+
+
+def test_reply_scope_adapts_the_reply_only_and_its_cache_is_the_bases(setup):
+    """`lora.scope=reply`: the joint equals scoring each branch alone after a prompt run on the
+    base; the adapter moves it (it differs from the base and from `scope=all`); without an
+    adapter both scopes agree; the shared-prefix cache is the base's for every adapter and the
+    cached rollout path decides exactly as whole prompts."""
+    m, policy, bank, game, _ = setup
+    reply = LetterPolicy(m.family, m.config, policy.lora_scale, TEMPERATURE, remat=False, reply_only=True)
+    decider = Decider(reply, m.tokenizer, PolicyConfig(state_line="model"))
+    reqs = requests(decider, game, 3)
+    inputs, prompts = inputs_of(decider, reqs)
+    inputs = {k: jnp.asarray(v) for k, v in inputs.items()}
+    base_joint = np.asarray(reply.joint_logp(m.params, None, inputs))
+    np.testing.assert_allclose(base_joint, np.asarray(policy.joint_logp(m.params, None, inputs)), atol=2e-5)
+    for a, r in enumerate(reqs):
+        one = {k: v[a:a + 1] for k, v in inputs.items()}
+        ad = lora.agent(bank, a)
+        joint = np.asarray(reply.joint_logp(m.params, ad, one))[0]
+        n = len(r.menu)
+        expect = brute_reply_joint(m, reply, ad, prompts[a], r.branches, decider.letter_ids([it.letter for it in r.menu]))
+        np.testing.assert_allclose(joint[:, :n], expect, atol=2e-5)
+        assert abs(np.exp(joint[:, :n]).sum() - 1) < 1e-5
+        assert np.abs(joint - base_joint[a]).max() > 1e-3
+        assert np.abs(joint - np.asarray(policy.joint_logp(m.params, ad, one))[0]).max() > 1e-3
+    prefix = decider.prefill(m.params, bank, game.system_message())
+    base_prefix = policy.prefill(m.params, jax.tree.map(jnp.zeros_like, bank), prefix.ids)
+    for x, y in zip(jax.tree.leaves(prefix.caches), jax.tree.leaves(base_prefix)):
+        np.testing.assert_allclose(np.asarray(x), np.asarray(y), atol=1e-6)
+    for seed in range(4):
+        key = jax.random.split(jax.random.PRNGKey(seed), len(reqs))
+        cached = decider.decide(m.params, bank, reqs, key, prefix)
+        whole = decider.decide(m.params, bank, reqs, key)
+        assert [(o.state, o.action) for o in cached] == [(o.state, o.action) for o in whole]
+        np.testing.assert_allclose([o.logp for o in cached], [o.logp for o in whole], atol=1e-5)
+
+
 def test_branch_block_scores_each_branch_as_if_alone_and_sums_to_one(setup):
     m, policy, bank, game, decider = setup
     reqs = requests(decider, game, 3)

@@ -6,6 +6,7 @@ The policy is a fixture standing in for the LLM only; the update under test is t
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pytest
 
 from omjax.config import LoRAConfig
 from omjax.train import update as upd
@@ -147,10 +148,12 @@ def test_letter_prior_coef_flattens_a_letter_habit_and_is_off_at_zero():
             np.testing.assert_array_equal(new["b"], bank["b"])
 
 
-def test_frozen_trunk_update_equals_full_forward_update(tiny_model):
+@pytest.mark.parametrize("reply_only", [False, True])
+def test_frozen_trunk_update_equals_full_forward_update(tiny_model, reply_only):
     """With adapters on the top layer only, the update that computes the frozen trunk once per
     round (`LetterPolicy(frozen_layers=1)` + its `prepare`) equals the one that runs every
-    forward from the embeddings."""
+    forward from the embeddings; under `lora.scope=reply` too (the prompt then continues a cache
+    from the trunk, and the reply's chunk continues that cache)."""
     from omjax.models import lora as lora_lib
     from omjax.train.policy import LetterPolicy
 
@@ -179,7 +182,8 @@ def test_frozen_trunk_update_equals_full_forward_update(tiny_model):
     keys = jax.random.split(jax.random.key(11), n_agents)
     outs = []
     for frozen in (0, 1):
-        policy = LetterPolicy(m.family, m.config, lcfg.scale, 0.9, remat=False, frozen_layers=frozen)
+        policy = LetterPolicy(m.family, m.config, lcfg.scale, 0.9, remat=False, frozen_layers=frozen,
+                              reply_only=reply_only)
         update = upd.make_bank_update(policy.policy_fn, opt, settings, policy.prepare)
         prepared = policy.prepare(m.params, jax.tree.map(lambda x: jnp.asarray(x[0]), inputs))
         # The frozen path really starts from a trunk (else this test would compare a path to itself).
