@@ -15,7 +15,13 @@ and SmolLM2-135M (the shipped GGUF).
 setting: SmolLM2, adapters on the top 8 layers, prompts of ~850 tokens): the update that computes
 the frozen trunk and the old log-probs itself (`train.reuse_trunk=false`) against the one that
 starts from the rollout's trunk and log-probs (the default), same batch, same run, final adapters
-checked equal. Ends with one JSON line `{"bench": "update", ...}`.
+checked equal.
+
+`--scope` times the same update under `lora.scope=all` (the adapter on every token: the
+backward pass runs through the whole prompt) against `lora.scope=reply` (the prompt runs once on
+the frozen base into a cache, the backward pass covers the reply's branch block only), both from
+the rollout's trunk, on Overcooked-shaped decisions (5 state branches of 8 tokens after the
+prompt). Ends with one JSON line `{"bench": "update", ...}`.
 """
 
 from __future__ import annotations
@@ -153,6 +159,61 @@ def bench_trunk(model, n_agents: int, b: int, t: int, top_layers: int, minibatch
     return row
 
 
+def _branch_batch(key, n_agents: int, b: int, t: int, vocab: int, menu: int, labels: int, width: int):
+    """`_batch` with a letter-mode branch block after the t prompt tokens: `labels` state
+    branches of `width` slots, each a 2-token label, then `choice:` (4 tokens in all)."""
+    k1, k2, k3, k4 = jax.random.split(key, 4)
+    used = 4
+    slot = jnp.arange(width) < used                                              # [W]
+    block_mask = jnp.where(slot[None], 2 + jnp.arange(labels)[:, None], 0).reshape(-1)  # [L*W]
+    mask = jnp.concatenate([jnp.ones((t,), jnp.int32), block_mask.astype(jnp.int32)])
+    inputs = {
+        "tokens": jax.random.randint(k1, (n_agents, b, t + labels * width), 0, vocab),
+        "mask": jnp.broadcast_to(mask, (n_agents, b, t + labels * width)),
+        "label_mask": jnp.broadcast_to(jnp.arange(width) < 2, (n_agents, b, labels, width)),
+        "end": jnp.broadcast_to(jnp.arange(labels) * width + used - 1, (n_agents, b, labels)).astype(jnp.int32),
+        "letters": jnp.broadcast_to(jnp.arange(menu) + 5, (n_agents, b, menu)),
+        "menu_mask": jnp.ones((n_agents, b, menu), bool),
+        "state": jax.random.randint(k4, (n_agents, b), 0, labels),
+        "action": jax.random.randint(k2, (n_agents, b), 0, menu),
+    }
+    return DecisionBatch(inputs=inputs, advantage=jax.random.normal(k3, (n_agents, b)),
+                         valid=jnp.ones((n_agents, b), bool))
+
+
+def bench_scope(model, n_agents: int, b: int, t: int, top_layers: int, minibatch: int) -> dict:
+    """The update from the rollout's trunk with the adapter on every token vs on the reply only."""
+    lcfg = LoRAConfig(rank=16, alpha=32.0, targets=("q", "k", "v", "o"), top_layers=top_layers)
+    frozen = model.config.num_layers - top_layers
+    opt = make_optimizer(1e-3, 1.0)
+    settings = UpdateSettings(clip_eps=0.2, kl_coef=0.01, epochs=1, minibatch_size=minibatch, kl_kind="exact")
+    shapes = [s if i >= frozen else {} for i, s in enumerate(model.family.lora_shapes(model.config))]
+    bank = lora_lib.init_lora(jax.random.PRNGKey(0), shapes, lcfg, n_agents)
+    bank = jax.tree.map(lambda x: x + 0.01, bank)
+    state = init_opt_state(opt, bank)
+    batch = _branch_batch(jax.random.PRNGKey(1), n_agents, b, t, model.config.vocab_size, 6, labels=5, width=8)
+    keys = jax.random.split(jax.random.PRNGKey(2), n_agents)
+    runs = {}
+    for scope in ("all", "reply"):
+        policy = LetterPolicy(model.family, model.config, lcfg.scale, temperature=1.0, remat=True,
+                              frozen_layers=frozen, reply_only=scope == "reply")
+        prepare = jax.jit(jax.vmap(lambda x: policy.prepare(model.params, x)))
+        score = jax.jit(jax.vmap(lambda lo, x: policy.policy_fn(model.params, lo, x).logp))
+        handed = batch.replace(inputs=prepare(batch.inputs), old_logp=score(bank, batch.inputs))
+        update = make_bank_update(policy.policy_fn, opt, settings, policy.prepare)
+        _, first = _timed(update, model.params, bank, state, handed, keys)
+        _, run = _timed(update, model.params, bank, state, handed, keys)
+        runs[scope] = (first - run, run)
+    slow, fast = runs["all"][1], runs["reply"][1]
+    row = {"backbone": "smollm2-135m", "agents": n_agents, "decisions_per_agent": b, "prompt_tokens": t,
+           "branch_tokens": 5 * 8, "top_layers": top_layers, "all_s": slow, "reply_s": fast, "speedup": slow / fast,
+           "all_compile_s": runs["all"][0], "reply_compile_s": runs["reply"][0]}
+    print(f"  adapter scope: update with the adapter on every token {slow:8.2f} s | on the reply only {fast:8.2f} s "
+          f"| {slow / fast:5.2f}x ({n_agents} agents x {b} decisions of {t} + 40 tokens, top {top_layers} layers)",
+          flush=True)
+    return row
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m omjax.bench update", description=__doc__.split("\n\n")[0])
     p.add_argument("--agents", type=int, default=7)
@@ -166,6 +227,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--trunk", action="store_true", help="also time the update from the rollout's trunk (SmolLM2)")
     p.add_argument("--trunk-decisions", type=int, default=8)
     p.add_argument("--trunk-tokens", type=int, default=832)
+    p.add_argument("--scope", action="store_true",
+                   help="also time the update with the adapter on every token vs on the reply only (SmolLM2)")
+    p.add_argument("--scope-decisions", type=int, default=16)
+    p.add_argument("--scope-tokens", type=int, default=448)
     args = p.parse_args(argv)
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
@@ -183,5 +248,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.trunk:
         trunk = bench_trunk(load("smollm2-135m", with_tokenizer=False), 2, args.trunk_decisions, args.trunk_tokens,
                             top_layers=8, minibatch=4)
-    print(json.dumps({"bench": "update", "device": jax.default_backend(), "results": rows, "trunk": trunk}))
+    scope = None
+    if args.scope:
+        scope = bench_scope(load("smollm2-135m", with_tokenizer=False), 2, args.scope_decisions, args.scope_tokens,
+                            top_layers=8, minibatch=8)
+    print(json.dumps({"bench": "update", "device": jax.default_backend(), "results": rows, "trunk": trunk,
+                      "scope": scope}))
     return 0

@@ -276,30 +276,56 @@ class LetterPolicy(_BankPolicy):
         """`_all_logits` under `lora.scope=reply`: the prompt's T tokens run on the frozen base
         (no adapter, so no gradient flows through them) into a cache, then the L*W branch tokens
         run with the adapter on that cache. With a trunk (the update's `prepare`) both chunks
-        start from it; the backward pass then covers only the branch block."""
-        p, n_labels, width = inputs["label_mask"].shape
-        n = n_labels * width
-        tokens, mask = inputs["tokens"], inputs["mask"]
-        t = tokens.shape[1] - n
-        if cache is None:
-            cache = self.family.init_cache(self.config, p, t + n, base["embed"].dtype)
+        start from it; with `prompt_cache` (also `prepare`'s) the prompt is not run again."""
+        n = inputs["label_mask"].shape[1] * inputs["label_mask"].shape[2]
+        t = inputs["tokens"].shape[1] - n
+        if "prompt_cache" in inputs:
+            saved = inputs["prompt_cache"]
+            first = self.frozen_layers
+            cache = {"layers": [None] * first + list(saved["layers"]), "positions": saved["positions"],
+                     "index": jnp.asarray(t, jnp.int32)}
+            last, kept = inputs["prompt_logits"], []
         else:
-            cache = inference.extend_for(cache, p, t + n)
+            p = inputs["tokens"].shape[0]
+            cache = (self.family.init_cache(self.config, p, t + n, base["embed"].dtype) if cache is None
+                     else inference.extend_for(cache, p, t + n))
+            last, cache, kept = self._chunk(base, None, inputs, slice(0, t), cache, keep_trunk, prompt=True)
+        out, _, kept_b = self._chunk(base, lora, inputs, slice(t, None), cache, keep_trunk, prompt=False)
+        hidden = jnp.concatenate(kept + kept_b, axis=1) if keep_trunk else None
+        return jnp.concatenate([last, out], axis=1), hidden  # [P, 1 + L*W, V]
+
+    def _chunk(self, base, lora, inputs, cols: slice, cache, keep_trunk: bool, prompt: bool):
+        """Columns `cols` of the rows continuing `cache` (one row per decision, room for both
+        chunks): the `prompt` (logits of its last token) or the branch block (logits of every
+        position). Returns (logits, cache, [kept trunk] or [])."""
+        tokens, mask = inputs["tokens"][:, cols], inputs["mask"][:, cols]
+        common = dict(attention_mask=mask, lora=lora, lora_scale=self.lora_scale, cache=cache,
+                      last_only=1 if prompt else tokens.shape[1])
+        if keep_trunk:
+            out, cache, tr = self.family.forward_and_trunk(base, self.config, tokens, n_layers=self.frozen_layers,
+                                                           **common)
+            return out, cache, [tr.hidden]
         trunk = inputs.get("trunk")
-        chunks = ((slice(0, t), None, 1, False), (slice(t, None), lora, n, self.remat))
-        logits, kept = [], []
-        for cols, adapter, last, remat in chunks:  # prompt [P, 1, V], then branches [P, L*W, V]
-            common = dict(attention_mask=mask[:, cols], lora=adapter, lora_scale=self.lora_scale, cache=cache,
-                          last_only=last)
-            if keep_trunk:
-                out, cache, tr = self.family.forward_and_trunk(base, self.config, tokens[:, cols],
-                                                               n_layers=self.frozen_layers, **common)
-                kept.append(tr.hidden)
-            else:
-                tr = None if trunk is None else trunk.replace(hidden=trunk.hidden[:, cols])
-                out, cache = self.family.forward(base, self.config, tokens[:, cols], remat=remat, trunk=tr, **common)
-            logits.append(out)
-        return jnp.concatenate(logits, axis=1), (jnp.concatenate(kept, axis=1) if keep_trunk else None)
+        tr = None if trunk is None else trunk.replace(hidden=trunk.hidden[:, cols])
+        out, cache = self.family.forward(base, self.config, tokens, remat=self.remat and not prompt, trunk=tr,
+                                         **common)
+        return out, cache, []
+
+    def prepare(self, base: Any, inputs: dict) -> dict:
+        """The update's once-per-round inputs: the frozen trunk (`add_trunk`) and, under
+        `lora.scope=reply`, the prompt's cache from the frozen base and its last token's logits
+        (`prompt_cache`: the layers from the trunk up, without the slots' segment marks, and
+        `prompt_logits` [P, 1, V]), which no adapter changes: the reference, the old policy and
+        every epoch then run only the branch block."""
+        inputs = add_trunk(self, base, inputs)
+        if not self.reply_only or "prompt_cache" in inputs:
+            return inputs
+        n = inputs["label_mask"].shape[1] * inputs["label_mask"].shape[2]
+        t = inputs["tokens"].shape[1] - n
+        cache = self.family.init_cache(self.config, inputs["tokens"].shape[0], t + n, base["embed"].dtype)
+        last, cache, _ = self._chunk(base, None, inputs, slice(0, t), cache, False, prompt=True)
+        saved = {"layers": cache["layers"][self.frozen_layers:], "positions": cache["positions"]}
+        return {**inputs, "prompt_cache": saved, "prompt_logits": last}
 
     def sequences(self, inputs: dict) -> tuple[jax.Array, jax.Array]:
         _, n_labels, width = inputs["label_mask"].shape

@@ -115,6 +115,13 @@ def test_reply_scope_adapts_the_reply_only_and_its_cache_is_the_bases(setup):
         assert abs(np.exp(joint[:, :n]).sum() - 1) < 1e-5
         assert np.abs(joint - base_joint[a]).max() > 1e-3
         assert np.abs(joint - np.asarray(policy.joint_logp(m.params, ad, one))[0]).max() > 1e-3
+    # The update's `prepare` keeps the prompt's cache; scoring from it is scoring from scratch.
+    prepared = reply.prepare(m.params, inputs)
+    assert prepared["prompt_logits"].shape == (3, 1, m.config.vocab_size)
+    for a in range(3):
+        ad = lora.agent(bank, a)
+        np.testing.assert_allclose(np.asarray(reply.joint_logp(m.params, ad, prepared)),
+                                   np.asarray(reply.joint_logp(m.params, ad, inputs)), atol=2e-5)
     prefix = decider.prefill(m.params, bank, game.system_message())
     base_prefix = policy.prefill(m.params, jax.tree.map(jnp.zeros_like, bank), prefix.ids)
     for x, y in zip(jax.tree.leaves(prefix.caches), jax.tree.leaves(base_prefix)):
