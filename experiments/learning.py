@@ -7,6 +7,7 @@
     python experiments/learning.py --cpu --game overcooked_h10         # 10-step, K = 16, 20 rounds, letter baseline
     python experiments/learning.py --cpu --game overcooked_h10_rtg     # the same, reward-to-go credit
     python experiments/learning.py --cpu --game overcooked_seg10_rtg   # the same on 10-step segments of 150
+    python experiments/learning.py --cpu --game overcooked_q_reply     # per-option credit, adapters on the reply
     python experiments/learning.py --cpu --game cleanup                # Melting Pot, 7 agents
     python experiments/learning.py --cpu --render-only                 # report from finished runs
     python experiments/learning.py --cpu --root R2 --eval-seed0 10016  # replay on fresh held-out seeds
@@ -197,6 +198,23 @@ SETTINGS = {
                              "train.q_rollouts=8", "train.all_options=true", "train.letter_baseline=false",
                              "train.segment=30", "train.rollouts=2", "train.rounds=14"),
                             "deliveries", eval_episodes=16, eval_batch=16),
+    # The eighth setting (session 23): the seventh with the adapters on the reply's tokens only
+    # (`lora.scope=reply`, not in the paper; the prompt's keys and values are the frozen base's),
+    # which cuts the update 7.5x (`python -m omjax.bench update --scope`: 23.5 s -> 3.1 s for
+    # 2 x 16 decisions of 448 + 40 tokens) because the prompt runs once per round without
+    # gradients. The seventh setting spent ~115 s of a ~160 s round in the update, so the same
+    # 90 minutes hold ~30 rounds instead of 14 (~1,500 decisions per adapter instead of ~335; the
+    # session-19 estimate put the all-options signal's need at 2-4x the 335). 32 continuations
+    # per option (session 19: the 8-continuation estimate re-correlated > 0.5 with itself) and
+    # the paper's 2 PPO epochs, both affordable now. Chosen from costs and training-style evidence
+    # only (no held-out episode of it played); the frozen base is the seventh setting's (a zero
+    # adapter is the base under either scope).
+    "overcooked_q_reply": Setting("quickstart_overcooked_smollm2.yaml",
+                                  (*_H10, "env.horizon=150", "train.advantage=uniform_q", "train.q_horizon=20",
+                                   "train.q_rollouts=32", "train.all_options=true", "train.letter_baseline=false",
+                                   "train.segment=30", "train.rollouts=2", "train.rounds=30", "train.epochs=2",
+                                   "lora.scope=reply"),
+                                  "deliveries", eval_episodes=16, eval_batch=16),
     # Seven agents, 8-step episodes (the quick-start's): rounds take minutes, so few of them.
     "cleanup": Setting(
         "quickstart_cleanup_smollm2.yaml",
