@@ -188,7 +188,9 @@ class LetterPolicy(_BankPolicy):
     `mask` [P, T + L*W]: the left-padded prompt (in rollouts, the part after the cached shared
     prefix), then the branch block with segments 2 + l (`pack_branches`); `label_mask` bool
     [P, L, W]; `end` int32 [P, L]; `letters` int32 [P, M] letter token ids, `menu_mask` bool
-    [P, M]; `state` int32 [P] and `action` int32 [P]: the chosen branch and menu slot.
+    [P, M]; `state` int32 [P] and `action` int32 [P]: the chosen branch and menu slot. The
+    update's `prepare` adds `trunk` (under `lora.top_layers`) and, with `reply_only`,
+    `prompt_cache` and `prompt_logits` (the prompt's cache and last-token logits on the base).
     """
 
     kl_kind = "exact"
