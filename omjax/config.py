@@ -307,7 +307,8 @@ class TrainConfig:
     every menu entry, each with its own advantage, under the policy the update starts from
     (`grpo.all_options_surrogate`), instead of at the sampled entry alone. Not in the paper: the
     sampled surrogate is a one-draw estimate of this one, and under a near-uniform policy over a
-    menu of ~6 entries most of its variance is which entry was drawn."""
+    menu of ~6 entries most of its variance is which entry was drawn. With `letter_augment` each
+    relettered copy carries the same entries' advantages in its own order."""
 
     segment: int = 0
     """0: every round's rollouts play whole episodes from the reset state (the paper). S > 0:
@@ -467,10 +468,10 @@ class Config:
             "train.advantage=uniform_q and policy.decision_mode=letter",
         )
         _check(
-            not (self.train.all_options and (self.train.letter_baseline or self.train.letter_augment)),
+            not (self.train.all_options and self.train.letter_baseline),
             "train.all_options",
             "credits every entry of the menu, so there is no sampled letter for train.letter_baseline "
-            "or train.letter_augment to correct: set them off",
+            "to correct: set it off",
         )
         _check(
             not (self.lora.scope == "reply" and self.policy.decision_mode != "letter"),

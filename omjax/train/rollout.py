@@ -57,6 +57,8 @@ class Variant:
     menu: list[MenuItem]
     action: int
     """Position of the chosen entry in this `menu`."""
+    order: np.ndarray | None = None
+    """int [len(menu)]: this `menu` lists the decision's entry `order[j]` under letter j."""
 
 
 @dataclasses.dataclass
@@ -554,7 +556,7 @@ def collect_group(game: Game, decider: Decider, base: Any, bank: Any, n_rollouts
                 choices[req.rollout, req.agent] = item.index
                 memories[req.rollout][req.agent].decided(item.opt)
                 slot, local = divmod(req.rollout, n_rollouts)
-                variants = [Variant(ids, other, int(np.flatnonzero(order == out.action)[0]))
+                variants = [Variant(ids, other, int(np.flatnonzero(order == out.action)[0]), order)
                             for ids, other, order in req.variants]
                 step = t - int(start_of[req.rollout])
                 decisions[slot].append(Decision(local, req.agent, step, out.prompt_ids, out.reply_ids, out.reply,
@@ -596,6 +598,15 @@ def decision_record(d: Decision, round_idx: int) -> dict:
 # Update batches
 
 
+def _reordered(option_advantages: np.ndarray | None, variant: Variant) -> np.ndarray | None:
+    """A decision's per-entry advantages listed in the order of its relettered `variant`."""
+    if option_advantages is None:
+        return None
+    if variant.order is None:
+        raise ValueError("a relettered copy without its order cannot carry per-entry advantages")
+    return np.asarray(option_advantages)[np.asarray(variant.order)]
+
+
 def update_inputs(decisions: list[Decision], policy: LetterPolicy | SamplePolicy, decider: Decider,
                   advantages: np.ndarray | None, n_groups: int, group_of: Callable[[Decision], int],
                   minibatch_size: int, min_rows: int = 0, min_tokens: int = 0,
@@ -633,7 +644,8 @@ def update_inputs(decisions: list[Decision], policy: LetterPolicy | SamplePolicy
     if relettered:
         decisions = [row for d in decisions for row in (
             d, *(dataclasses.replace(d, prompt_ids=v.prompt_ids, menu=v.menu, action=v.action, trunk=None,
-                                     variants=[]) for v in d.variants))]
+                                     variants=[], option_advantages=_reordered(d.option_advantages, v))
+                 for v in d.variants))]
     groups: list[list[Decision]] = [[] for _ in range(n_groups)]
     for d in decisions:
         groups[group_of(d)].append(d)

@@ -5,7 +5,9 @@ import numpy as np
 from omjax.config import PolicyConfig
 from omjax.options.menu import MenuItem
 from omjax.train.policy import Branches, LetterPolicy
-from omjax.train.rollout import Decider, Decision, RolloutBatch, episode_seed, letter_means, update_inputs
+from omjax.options.menu import reorder
+from omjax.train.rollout import (Decider, Decision, RolloutBatch, Variant, episode_seed, letter_means,
+                                   update_inputs)
 
 
 def menu(n):
@@ -77,6 +79,24 @@ def test_letter_baseline_centres_each_adapters_advantages_per_letter(tiny_model)
     # B's two rows keep their +-0.5 about B's mean 0; a letter picked once carries no credit.
     assert batch.advantage.tolist() == [[0.0, -0.5, 0.0, 0.5], [0.0] * 4]
     np.testing.assert_allclose(letter_means(np.array([1.0, 2.0, 3.0, 5.0]), ["A", "B", "A", "C"]), [2, 2, 2, 5])
+
+
+def test_relettered_copies_carry_each_entrys_advantage_in_their_own_order(tiny_model):
+    """`train.all_options` with `train.letter_augment`: a relettered copy lists the decision's
+    entries in another order, and its per-entry advantages follow its entries (not its letters)."""
+    policy = LetterPolicy(tiny_model.family, tiny_model.config, 2.0, 1.0)
+    decider = Decider(policy, tiny_model.tokenizer, PolicyConfig())
+    d = decisions()[0]  # menu of 3, picked entry 2
+    d.advantage, d.option_advantages = 0.7, np.array([-1.0, 0.3, 0.7], np.float32)
+    order = np.array([2, 0, 1])  # letter A now lists entry 2, B entry 0, C entry 1
+    d.variants = [Variant([5, 6], reorder(d.menu, order), 0, order)]
+    batch = update_inputs([d], policy, decider, None, 1, lambda _: 0, minibatch_size=2)
+    assert batch.old_logp is None and batch.valid[0].tolist() == [True, True]
+    np.testing.assert_allclose(batch.option_advantage[0, 0, :3], [-1.0, 0.3, 0.7])
+    np.testing.assert_allclose(batch.option_advantage[0, 1, :3], [0.7, -1.0, 0.3])
+    assert batch.inputs["action"][0].tolist() == [2, 0]
+    np.testing.assert_allclose(batch.advantage[0], [0.7, 0.7])
+    assert [it.opt for it in d.variants[0].menu] == ["opt2", "opt0", "opt1"]
 
 
 def test_kept_trunks_are_laid_out_as_their_tokens(tiny_model):
