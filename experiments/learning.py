@@ -8,6 +8,7 @@
     python experiments/learning.py --cpu --game overcooked_h10_rtg     # the same, reward-to-go credit
     python experiments/learning.py --cpu --game overcooked_seg10_rtg   # the same on 10-step segments of 150
     python experiments/learning.py --cpu --game overcooked_q_reply     # per-option credit, adapters on the reply
+    python experiments/learning.py --cpu --game overcooked_q_reply_aug # the same, one relettered copy per decision
     python experiments/learning.py --cpu --game cleanup                # Melting Pot, 7 agents
     python experiments/learning.py --cpu --render-only                 # report from finished runs
     python experiments/learning.py --cpu --root R2 --eval-seed0 10016  # replay on fresh held-out seeds
@@ -215,6 +216,24 @@ SETTINGS = {
                                    "train.segment=30", "train.rollouts=2", "train.rounds=30", "train.epochs=2",
                                    "lora.scope=reply"),
                                   "deliveries", eval_episodes=16, eval_batch=16),
+    # The ninth setting (session 23): the eighth with each decision also scored under one
+    # relettered copy of its menu (`train.letter_augment=1`, every entry's advantage carried in
+    # the copy's order). Chosen from the eighth's training data only (its held-out episodes were
+    # still being played): its private adapters built a letter habit (agent 0 on A in 48-100 % of
+    # a round's decisions, agent 1 on D in 62-100 %, from round 8) while the picks' mean advantage
+    # stayed at 0 (-0.007 sd over 30 rounds) and idle picks at the uniform rate; on the menu
+    # bandit relettered copies were the one change that removed the habit and read the menu
+    # fastest (`letter_augment=3`: 0.83 / 0.39 by round 3, 1.00 / 1.00 by round 7), and the
+    # reply-only adapters do learn to read it (0.25 -> 0.64 / 0.72 in 12 rounds, `menu_bandit.py
+    # rl --rounds 12 lora.scope=reply`). One copy, not three: the copies have no kept trunk, so
+    # each costs a full forward of its ~500-token prompt in the update (~1 s), and 16 rounds of
+    # ~110 s fill the ~30 minutes the eighth setting's training took.
+    "overcooked_q_reply_aug": Setting("quickstart_overcooked_smollm2.yaml",
+                                      (*_H10, "env.horizon=150", "train.advantage=uniform_q", "train.q_horizon=20",
+                                       "train.q_rollouts=32", "train.all_options=true", "train.letter_baseline=false",
+                                       "train.segment=30", "train.rollouts=2", "train.rounds=16", "train.epochs=2",
+                                       "lora.scope=reply", "train.letter_augment=1"),
+                                      "deliveries", eval_episodes=16, eval_batch=16),
     # Seven agents, 8-step episodes (the quick-start's): rounds take minutes, so few of them.
     "cleanup": Setting(
         "quickstart_cleanup_smollm2.yaml",

@@ -171,5 +171,22 @@ def test_all_options_credits_every_menu_entry(overcooked_model, tmp_path):
     assert (dbatch.option_advantage[0, 0, len(first.menu):] == 0).all()
     with pytest.raises(ConfigError, match="train.all_options"):
         load_config(None, [*CFG, "train.all_options=true", "train.letter_baseline=true"])
+
+
+def test_all_options_with_relettered_copies_under_reply_scope(overcooked_model, tmp_path):
+    """`train.all_options` + `train.letter_augment` + `lora.scope=reply`: every copy's row carries
+    the advantages of its own listing of the entries, and the round updates."""
+    cfg = load_config(None, [*CFG, "train.all_options=true", "train.letter_augment=1", "lora.scope=reply",
+                             "lora.top_layers=1", f"run.out_dir={tmp_path}"])
+    trainer = Trainer(cfg, model=overcooked_model)
+    _, row, batch = trainer.round(trainer.init_state())
+    ds = batch.decisions
+    assert ds and row["updated"] and row["kl"] > 0 and all(len(d.variants) == 1 for d in ds)
+    dbatch = update_inputs(ds, trainer.policy, trainer.decider, None, 2, lambda d: d.agent, 4)
+    first = [d for d in ds if d.agent == 0][0]
+    copy = first.variants[0]
+    by_label = dict(zip((it.label for it in first.menu), first.option_advantages))
+    np.testing.assert_allclose(dbatch.option_advantage[0, 1, :len(copy.menu)], [by_label[it.label] for it in copy.menu],
+                               rtol=1e-6)
     with pytest.raises(ConfigError, match="train.all_options"):
         load_config(None, [*CFG, "train.all_options=true", "train.advantage=episode"])
