@@ -125,16 +125,22 @@ def bench_backbone(name: str, model, n_agents: int, b: int, t: int, minibatch: i
     return row
 
 
-def bench_trunk(model, n_agents: int, b: int, t: int, top_layers: int, minibatch: int) -> dict:
-    """The update with the frozen trunk and old log-probs computed inside vs handed in."""
+def _top_bank(model, n_agents: int, top_layers: int):
+    """The learning runs' adapters (rank 16 on q, k, v, o of the top layers), B moved off zero:
+    (LoRA config, frozen layer count, bank)."""
     lcfg = LoRAConfig(rank=16, alpha=32.0, targets=("q", "k", "v", "o"), top_layers=top_layers)
     frozen = model.config.num_layers - top_layers
+    shapes = [s if i >= frozen else {} for i, s in enumerate(model.family.lora_shapes(model.config))]
+    bank = lora_lib.init_lora(jax.random.PRNGKey(0), shapes, lcfg, n_agents)
+    return lcfg, frozen, jax.tree.map(lambda x: x + 0.01, bank)
+
+
+def bench_trunk(model, n_agents: int, b: int, t: int, top_layers: int, minibatch: int) -> dict:
+    """The update with the frozen trunk and old log-probs computed inside vs handed in."""
+    lcfg, frozen, bank = _top_bank(model, n_agents, top_layers)
     policy = LetterPolicy(model.family, model.config, lcfg.scale, temperature=1.0, remat=False, frozen_layers=frozen)
     opt = make_optimizer(1e-3, 1.0)
     settings = UpdateSettings(clip_eps=0.2, kl_coef=0.01, epochs=2, minibatch_size=minibatch, kl_kind="exact")
-    shapes = [s if i >= frozen else {} for i, s in enumerate(model.family.lora_shapes(model.config))]
-    bank = lora_lib.init_lora(jax.random.PRNGKey(0), shapes, lcfg, n_agents)
-    bank = jax.tree.map(lambda x: x + 0.01, bank)
     state = init_opt_state(opt, bank)
     batch = _batch(jax.random.PRNGKey(1), n_agents, b, t, model.config.vocab_size, 6)
     keys = jax.random.split(jax.random.PRNGKey(2), n_agents)
@@ -183,13 +189,9 @@ def _branch_batch(key, n_agents: int, b: int, t: int, vocab: int, menu: int, lab
 
 def bench_scope(model, n_agents: int, b: int, t: int, top_layers: int, minibatch: int) -> dict:
     """The update from the rollout's trunk with the adapter on every token vs on the reply only."""
-    lcfg = LoRAConfig(rank=16, alpha=32.0, targets=("q", "k", "v", "o"), top_layers=top_layers)
-    frozen = model.config.num_layers - top_layers
+    lcfg, frozen, bank = _top_bank(model, n_agents, top_layers)
     opt = make_optimizer(1e-3, 1.0)
     settings = UpdateSettings(clip_eps=0.2, kl_coef=0.01, epochs=1, minibatch_size=minibatch, kl_kind="exact")
-    shapes = [s if i >= frozen else {} for i, s in enumerate(model.family.lora_shapes(model.config))]
-    bank = lora_lib.init_lora(jax.random.PRNGKey(0), shapes, lcfg, n_agents)
-    bank = jax.tree.map(lambda x: x + 0.01, bank)
     state = init_opt_state(opt, bank)
     batch = _branch_batch(jax.random.PRNGKey(1), n_agents, b, t, model.config.vocab_size, 6, labels=5, width=8)
     keys = jax.random.split(jax.random.PRNGKey(2), n_agents)

@@ -75,6 +75,16 @@ def brute_joint(m, policy, lora_tree, prompt, branches, letters, menu_size):
     return label[:, None] + out
 
 
+def decide_both_ways(m, decider, bank, reqs, prefix, seed):
+    """The decisions of `reqs` after the cached `prefix` and from whole prompts, checked equal."""
+    key = jax.random.split(jax.random.PRNGKey(seed), len(reqs))
+    cached = decider.decide(m.params, bank, reqs, key, prefix)
+    whole = decider.decide(m.params, bank, reqs, key)
+    assert [(o.state, o.action) for o in cached] == [(o.state, o.action) for o in whole]
+    np.testing.assert_allclose([o.logp for o in cached], [o.logp for o in whole], atol=1e-5)
+    return cached, whole
+
+
 def brute_reply_joint(m, policy, lora_tree, prompt, branches, letters):
     """log p(label, letter) with the adapter on the reply only (`lora.scope=reply`): the prompt
     alone on the base into a cache, then each branch alone with the adapter on a fresh copy (no
@@ -127,11 +137,7 @@ def test_reply_scope_adapts_the_reply_only_and_its_cache_is_the_bases(setup):
     for x, y in zip(jax.tree.leaves(prefix.caches), jax.tree.leaves(base_prefix)):
         np.testing.assert_allclose(np.asarray(x), np.asarray(y), atol=1e-6)
     for seed in range(4):
-        key = jax.random.split(jax.random.PRNGKey(seed), len(reqs))
-        cached = decider.decide(m.params, bank, reqs, key, prefix)
-        whole = decider.decide(m.params, bank, reqs, key)
-        assert [(o.state, o.action) for o in cached] == [(o.state, o.action) for o in whole]
-        np.testing.assert_allclose([o.logp for o in cached], [o.logp for o in whole], atol=1e-5)
+        decide_both_ways(m, decider, bank, reqs, prefix, seed)
 
 
 def test_branch_block_scores_each_branch_as_if_alone_and_sums_to_one(setup):
@@ -165,11 +171,7 @@ def test_prefix_cache_decides_as_whole_prompts_and_label_is_the_models(setup):
     assert len(prefix.ids) > 4
     states = set()
     for seed in range(6):
-        key = jax.random.split(jax.random.PRNGKey(seed), len(reqs))
-        cached = decider.decide(m.params, bank, reqs, key, prefix)
-        whole = decider.decide(m.params, bank, reqs, key)
-        assert [(o.state, o.action) for o in cached] == [(o.state, o.action) for o in whole]
-        np.testing.assert_allclose([o.logp for o in cached], [o.logp for o in whole], atol=1e-5)
+        cached, whole = decide_both_ways(m, decider, bank, reqs, prefix, seed)
         assert [o.prompt_ids for o in cached] == [o.prompt_ids for o in whole]
         states |= {o.state for o in cached}
         for o, r in zip(cached, reqs):
