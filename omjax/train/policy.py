@@ -288,13 +288,20 @@ class LetterPolicy(_BankPolicy):
                      "index": jnp.asarray(t, jnp.int32)}
             last, kept = inputs["prompt_logits"], []
         else:
-            p = inputs["tokens"].shape[0]
-            cache = (self.family.init_cache(self.config, p, t + n, base["embed"].dtype) if cache is None
-                     else inference.extend_for(cache, p, t + n))
-            last, cache, kept = self._chunk(base, None, inputs, slice(0, t), cache, keep_trunk, prompt=True)
+            last, cache, kept = self._prompt_pass(base, inputs, cache, keep_trunk)
         out, _, kept_b = self._chunk(base, lora, inputs, slice(t, None), cache, keep_trunk, prompt=False)
         hidden = jnp.concatenate(kept + kept_b, axis=1) if keep_trunk else None
         return jnp.concatenate([last, out], axis=1), hidden  # [P, 1 + L*W, V]
+
+    def _prompt_pass(self, base, inputs, cache, keep_trunk: bool):
+        """The prompt's T tokens on the frozen base into a cache with room for the branch block
+        (`cache`: a batch-1 shared prefix to continue, or None): (last-token logits [P, 1, V],
+        cache, [kept trunk] or [])."""
+        n = inputs["label_mask"].shape[1] * inputs["label_mask"].shape[2]
+        p, t = inputs["tokens"].shape[0], inputs["tokens"].shape[1] - n
+        cache = (self.family.init_cache(self.config, p, t + n, base["embed"].dtype) if cache is None
+                 else inference.extend_for(cache, p, t + n))
+        return self._chunk(base, None, inputs, slice(0, t), cache, keep_trunk, prompt=True)
 
     def _chunk(self, base, lora, inputs, cols: slice, cache, keep_trunk: bool, prompt: bool):
         """Columns `cols` of the rows continuing `cache` (one row per decision, room for both
@@ -322,10 +329,7 @@ class LetterPolicy(_BankPolicy):
         inputs = add_trunk(self, base, inputs)
         if not self.reply_only or "prompt_cache" in inputs:
             return inputs
-        n = inputs["label_mask"].shape[1] * inputs["label_mask"].shape[2]
-        t = inputs["tokens"].shape[1] - n
-        cache = self.family.init_cache(self.config, inputs["tokens"].shape[0], t + n, base["embed"].dtype)
-        last, cache, _ = self._chunk(base, None, inputs, slice(0, t), cache, False, prompt=True)
+        last, cache, _ = self._prompt_pass(base, inputs, None, False)
         saved = {"layers": cache["layers"][self.frozen_layers:], "positions": cache["positions"]}
         return {**inputs, "prompt_cache": saved, "prompt_logits": last}
 
