@@ -234,6 +234,22 @@ SETTINGS = {
                                        "train.segment=30", "train.rollouts=2", "train.rounds=16", "train.epochs=2",
                                        "lora.scope=reply", "train.letter_augment=1"),
                                       "deliveries", eval_episodes=16, eval_batch=16),
+    # The tenth setting (session 24): the eighth with a letter-marginal penalty
+    # (`train.letter_prior_coef=0.3`, not in the paper: 0.3 x KL(letter marginal || uniform) per
+    # minibatch, zero for any policy that reads its shuffled menus). Chosen from the eighth's and
+    # ninth's training data only: their private reply-only adapters drifted into a letter habit
+    # (letter KL 0.95 -> 1.4-1.8 from round 8, agent 0 on A up to 100 %) while the picks' mean
+    # Q_u advantage stayed at 0, and one relettered copy slowed the drift at twice the round's
+    # cost without stopping it. The penalty costs nothing per round, so the eighth's 30 rounds
+    # stay; 0.3 sits between the bandit's 0.1 (reading slowed: 0.65 / 0.28 at round 7) and 1.0
+    # (the base's own letter prior flattened in round 0 of the session-12 pilot, reading stalled).
+    "overcooked_q_reply_prior": Setting("quickstart_overcooked_smollm2.yaml",
+                                        (*_H10, "env.horizon=150", "train.advantage=uniform_q", "train.q_horizon=20",
+                                         "train.q_rollouts=32", "train.all_options=true",
+                                         "train.letter_baseline=false", "train.segment=30", "train.rollouts=2",
+                                         "train.rounds=30", "train.epochs=2", "lora.scope=reply",
+                                         "train.letter_prior_coef=0.3"),
+                                        "deliveries", eval_episodes=16, eval_batch=16),
     # Seven agents, 8-step episodes (the quick-start's): rounds take minutes, so few of them.
     "cleanup": Setting(
         "quickstart_cleanup_smollm2.yaml",
