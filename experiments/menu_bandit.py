@@ -4,6 +4,7 @@
     python experiments/menu_bandit.py rl --rounds 16 --paying pay,pick   # each agent paid for its own option
     python experiments/menu_bandit.py supervised --steps 40 --lr 1e-3    # cross-entropy on the right letter
     python experiments/menu_bandit.py rl --paying pay,pick train.letter_augment=3   # any config override
+    python experiments/menu_bandit.py rl --rounds 24 --noise 2.5 lora.scope=reply   # noisy team reward
 
 Two agents, one decision per episode among four options (`wait here`, `pick up an onion`,
 `deliver the soup`, `drop what you hold`) whose letters are reshuffled at every decision;
@@ -114,16 +115,19 @@ def main(argv=None) -> None:
     ap.add_argument("--steps", type=int, default=40, help="supervised: Adam steps")
     ap.add_argument("--lr", type=float, default=2e-3, help="overrides the setting's train.lr")
     ap.add_argument("--paying", default="pay,pay", help=f"each agent's paying option, from {OPTIONS}")
+    ap.add_argument("--noise", type=float, default=0.0,
+                    help="rl: sd of Gaussian noise added to each episode's team reward (label noise)")
     ap.add_argument("--out", default=None, help="default runs/menu_bandit/<mode>_<paying>")
     ap.add_argument("overrides", nargs="*", help="config overrides KEY=VALUE applied after the setting's")
     args = ap.parse_intermixed_args(argv)
     paying = tuple(args.paying.split(","))
-    out = Path(args.out or f"runs/menu_bandit/{args.mode}_{'_'.join(paying)}")
+    noise = f"_noise{args.noise:g}" if args.noise else ""
+    out = Path(args.out or f"runs/menu_bandit/{args.mode}_{'_'.join(paying)}{noise}")
     out.mkdir(parents=True, exist_ok=True)
     cfg = load_config(None, [*SMOLLM2_SETTING, f"train.lr={args.lr}", f"run.out_dir={out / 'run'}",
                              *args.overrides])
     trainer = Trainer(cfg, model=load("smollm2-135m", dtype=jnp.float32),
-                      game=MenuBandit(2, 1, shuffle=True, paying=paying))
+                      game=MenuBandit(2, 1, shuffle=True, paying=paying, reward_noise=args.noise))
     rows, t0 = [], time.time()
     curve = out / "curve.jsonl"
     curve.write_text("")

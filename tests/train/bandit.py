@@ -45,8 +45,11 @@ class MenuBandit(Game):
 
     def __init__(self, n_agents: int, horizon: int, flat: bool = False, fail_at_call: int | None = None,
                  labels: tuple[str, ...] = ("now", "wait"), shuffle: bool = False,
-                 paying: tuple[str, ...] | None = None):
+                 paying: tuple[str, ...] | None = None, reward_noise: float = 0.0):
         self.n_agents, self.horizon, self.flat, self.shuffle = n_agents, horizon, flat, shuffle
+        if reward_noise < 0:
+            raise ValueError(f"reward_noise must be >= 0, got {reward_noise}")
+        self.reward_noise = float(reward_noise)  # sd of N(0, sd^2) added to each step's team reward
         self.labels = labels
         paying = paying or ("pay",) * n_agents
         if len(paying) != n_agents or any(p not in OPTIONS for p in paying):
@@ -59,6 +62,7 @@ class MenuBandit(Game):
     def reset(self, seeds):
         self.k = len(seeds)
         self.returns = np.zeros((self.k, self.n_agents))
+        self.noise_rng = np.random.default_rng([int(s) for s in seeds])
 
     @property
     def n_episodes(self):
@@ -106,7 +110,10 @@ class MenuBandit(Game):
         else:
             paid = (np.asarray(choices) == self.paying[None, :]) * 1.0  # [K, A]
         self.returns += paid
-        return paid.sum(axis=1)
+        team = paid.sum(axis=1)
+        if self.reward_noise:
+            team = team + self.noise_rng.normal(0.0, self.reward_noise, self.k)
+        return team
 
     def positions(self):
         return np.zeros((self.k, self.n_agents, 2), np.int64)  # everyone on the one floor cell

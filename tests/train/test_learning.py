@@ -146,6 +146,24 @@ def test_zero_spread_cohort_leaves_adapters_unchanged(tiny_model, tmp_path):
         np.testing.assert_array_equal(a, b)
 
 
+def test_bandit_reward_noise_is_seeded_zero_mean_and_of_the_set_sd():
+    """`experiments/menu_bandit.py --noise`: N(0, sd^2) on each episode's team reward, drawn
+    from the episodes' seeds (the same seeds give the same noise)."""
+    game = MenuBandit(N_AGENTS, 1, reward_noise=2.5)
+    both_paid = np.tile(game.paying, (4000, 1))  # [K, A]: every agent on its paying option
+    game.reset(list(range(4000)))
+    first = game.step(both_paid)
+    game.reset(list(range(4000)))
+    np.testing.assert_array_equal(game.step(both_paid), first)
+    noise = first - N_AGENTS  # each paid agent adds 1
+    assert abs(noise.mean()) < 0.15 and abs(noise.std() - 2.5) < 0.1
+    exact = MenuBandit(N_AGENTS, 1)
+    exact.reset(list(range(4)))
+    np.testing.assert_array_equal(exact.step(both_paid[:4]), np.full(4, float(N_AGENTS)))
+    with pytest.raises(ValueError, match="reward_noise"):
+        MenuBandit(N_AGENTS, 1, reward_noise=-1.0)
+
+
 def test_kill_and_resume_reproduces_uninterrupted_metrics(tiny_model, tmp_path):
     def strip(rows):
         return [{k: v for k, v in r.items() if not k.startswith("time")} for r in rows]
