@@ -81,6 +81,10 @@ _H10 = ("env.layout=asymmetric_advantages", "env.horizon=10", "env.reward_shapin
         "lora.alpha=32", "lora.targets=q,k,v,o", "lora.top_layers=8", "train.lr=2e-3", "train.rollouts=16",
         "train.rounds=20", "train.epochs=1", "train.kl_coef=0.01", "train.update_rows=128",
         "train.update_tokens=512", "train.letter_baseline=true", "policy.temperature=1.0", "run.progress=false")
+# The eighth setting's keys (below), which the ninth and tenth change one or two of.
+_Q_REPLY = (*_H10, "env.horizon=150", "train.advantage=uniform_q", "train.q_horizon=20", "train.q_rollouts=32",
+            "train.all_options=true", "train.letter_baseline=false", "train.segment=30", "train.rollouts=2",
+            "train.rounds=30", "train.epochs=2", "lora.scope=reply")
 
 SETTINGS = {
     # Asymmetric Advantages: each cook has its own onions, pot and serving window, and a
@@ -210,12 +214,8 @@ SETTINGS = {
     # the paper's 2 PPO epochs, both affordable now. Chosen from costs and training-style evidence
     # only (no held-out episode of it played); the frozen base is the seventh setting's (a zero
     # adapter is the base under either scope).
-    "overcooked_q_reply": Setting("quickstart_overcooked_smollm2.yaml",
-                                  (*_H10, "env.horizon=150", "train.advantage=uniform_q", "train.q_horizon=20",
-                                   "train.q_rollouts=32", "train.all_options=true", "train.letter_baseline=false",
-                                   "train.segment=30", "train.rollouts=2", "train.rounds=30", "train.epochs=2",
-                                   "lora.scope=reply"),
-                                  "deliveries", eval_episodes=16, eval_batch=16),
+    "overcooked_q_reply": Setting("quickstart_overcooked_smollm2.yaml", _Q_REPLY, "deliveries",
+                                  eval_episodes=16, eval_batch=16),
     # The ninth setting (session 23): the eighth with each decision also scored under one
     # relettered copy of its menu (`train.letter_augment=1`, every entry's advantage carried in
     # the copy's order). Chosen from the eighth's training data only (its held-out episodes were
@@ -229,10 +229,7 @@ SETTINGS = {
     # each costs a full forward of its ~500-token prompt in the update (~1 s), and 16 rounds of
     # ~110 s fill the ~30 minutes the eighth setting's training took.
     "overcooked_q_reply_aug": Setting("quickstart_overcooked_smollm2.yaml",
-                                      (*_H10, "env.horizon=150", "train.advantage=uniform_q", "train.q_horizon=20",
-                                       "train.q_rollouts=32", "train.all_options=true", "train.letter_baseline=false",
-                                       "train.segment=30", "train.rollouts=2", "train.rounds=16", "train.epochs=2",
-                                       "lora.scope=reply", "train.letter_augment=1"),
+                                      (*_Q_REPLY, "train.rounds=16", "train.letter_augment=1"),
                                       "deliveries", eval_episodes=16, eval_batch=16),
     # The tenth setting (session 24): the eighth with a letter-marginal penalty
     # (`train.letter_prior_coef=0.3`, not in the paper: 0.3 x KL(letter marginal || uniform) per
@@ -244,11 +241,7 @@ SETTINGS = {
     # stay; 0.3 sits between the bandit's 0.1 (reading slowed: 0.65 / 0.28 at round 7) and 1.0
     # (the base's own letter prior flattened in round 0 of the session-12 pilot, reading stalled).
     "overcooked_q_reply_prior": Setting("quickstart_overcooked_smollm2.yaml",
-                                        (*_H10, "env.horizon=150", "train.advantage=uniform_q", "train.q_horizon=20",
-                                         "train.q_rollouts=32", "train.all_options=true",
-                                         "train.letter_baseline=false", "train.segment=30", "train.rollouts=2",
-                                         "train.rounds=30", "train.epochs=2", "lora.scope=reply",
-                                         "train.letter_prior_coef=0.3"),
+                                        (*_Q_REPLY, "train.letter_prior_coef=0.3"),
                                         "deliveries", eval_episodes=16, eval_batch=16),
     # Seven agents, 8-step episodes (the quick-start's): rounds take minutes, so few of them.
     "cleanup": Setting(
