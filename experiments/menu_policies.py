@@ -8,6 +8,8 @@
         --policies uniform q_greedy q_soft                       # what train.advantage=uniform_q rates
     python experiments/menu_policies.py --layouts asymmetric_advantages --horizon 150 --episodes 128 \
         --policies uniform no_idle name_soft --name-beta 0.5 1 2 4 --power 16 32   # names alone
+    python experiments/menu_policies.py --layouts asymmetric_advantages --horizon 150 --episodes 128 \
+        --policies uniform name_soft --labels value rank greedy --q-rollouts 32 --power 16  # per label
 
 Each policy picks from the same menus the LLM sees (the shipped option library, guards and
 letter shuffle; the library the config's seed draws, as in `learning.py`): `uniform` picks any
@@ -20,7 +22,8 @@ softmax at temperature 2), what a policy trained on them could reach; `name_soft
 names, whatever the state (the kind of preference the SmolLM2 menu bandit learns to read from
 shuffled menus): it picks an entry with weight exp(beta x w[name]), w the mean Q_u advantage of
 each name over the uniform picks of `--fit-episodes` other training-style episodes (seeds 1000+),
-in units of its sd, one row per `--name-beta`. Episodes use the
+in units of its sd, one row per `--name-beta` (and per `--labels`: w fitted to the rank or greedy
+labels of Q_u that `train.q_label` can credit instead of its value). Episodes use the
 training-style seeds 0, 1, ... (never the held-out 10000+), so this sizes a setting before any
 held-out episode is played. Prints a table of real deliveries per episode (mean, 95 % bootstrap
 CI, share of episodes that deliver) and one JSON line.
@@ -45,11 +48,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import common  # noqa: E402
 
-from omjax.config import load_config  # noqa: E402
+from omjax.config import Q_LABELS, load_config  # noqa: E402
 from omjax.eval.stats import bootstrap_ci, mann_whitney  # noqa: E402
 from omjax.games.registry import make_game  # noqa: E402
 from omjax.options.libraries import resolve_library  # noqa: E402
-from omjax.train.continuation import UniformQ  # noqa: E402
+from omjax.train.continuation import UniformQ, entry_labels  # noqa: E402
 from omjax.train.rollout import segment_plan, walk_entry  # noqa: E402
 
 IDLE = ("wait", "drop_held")
@@ -184,28 +187,35 @@ def play(game, policy: str, seeds: list[int], on_pick=None, starts: list[int] | 
     return units, rewards
 
 
-def fit_name_weights(game, q_values: UniformQ, seeds: list[int]) -> tuple[dict[str, float], float]:
-    """Mean Q_u advantage of each option name over the uniform picks of one episode per seed,
-    in units of the sd of all advantages (decisions offering one entry carry none and are left
-    out): the state-independent preference `name_soft` scales by beta. Also returns the share of
-    the advantages' variance the names explain (R^2: what a preference over names can follow)."""
-    by_name: dict[str, list[float]] = {}
+def fit_name_weights(game, q_values: UniformQ, seeds: list[int],
+                     labels: tuple[str, ...] = ("value",)) -> dict[str, tuple[dict[str, float], float]]:
+    """Per Q_u label (`continuation.entry_labels`, what `train.q_label` credits entries with):
+    the mean label of each option name over the uniform picks of one episode per seed, in units
+    of the sd of all labels (decisions offering one entry carry none and are left out): the
+    state-independent preference `name_soft` scales by beta; and the share of the labels'
+    variance the names explain (R^2: what a preference over names can follow, the signal a
+    policy that reads names gets per decision)."""
+    menus: list[tuple[list[str], np.ndarray]] = []
 
     def record(menu, q_row):
-        if len(menu) < 2:
-            return
-        vals = menu_values(menu, q_row)
-        for it, a in zip(menu, vals - vals.mean()):
-            by_name.setdefault(it.opt, []).append(float(a))
+        if len(menu) > 1:
+            menus.append(([it.opt for it in menu], menu_values(menu, q_row)))
 
     play(game, "uniform", seeds, q_values=q_values, on_values=record)
-    if not by_name:
+    if not menus:
         raise ValueError(f"no decision of the {len(seeds)} fit episodes offered two options")
-    every = np.concatenate([np.asarray(v) for v in by_name.values()])
-    within = np.concatenate([np.asarray(v) - np.mean(v) for v in by_name.values()])
-    sd = float(np.std(every)) or 1.0
-    r2 = 1.0 - float(np.var(within)) / sd ** 2
-    return {name: float(np.mean(v)) / sd for name, v in sorted(by_name.items())}, r2
+    fits = {}
+    for label in labels:
+        by_name: dict[str, list[float]] = {}
+        for names, vals in menus:
+            for name, a in zip(names, entry_labels(vals, label)):
+                by_name.setdefault(name, []).append(float(a))
+        every = np.concatenate([np.asarray(v) for v in by_name.values()])
+        within = np.concatenate([np.asarray(v) - np.mean(v) for v in by_name.values()])
+        sd = float(np.std(every)) or 1.0
+        r2 = 1.0 - float(np.var(within)) / sd ** 2
+        fits[label] = ({name: float(np.mean(v)) / sd for name, v in sorted(by_name.items())}, r2)
+    return fits
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -221,6 +231,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--q-rollouts", type=int, default=8, help="q_* policies: continuations per option")
     parser.add_argument("--name-beta", nargs="+", type=float, default=[1.0],
                         help="name_soft: strengths of the name preference (one row each)")
+    parser.add_argument("--labels", nargs="+", default=["value"], choices=Q_LABELS,
+                        help="name_soft: the Q_u labels (train.q_label) its name weights are fitted to, rows for each")
     parser.add_argument("--fit-episodes", type=int, default=16,
                         help=f"name_soft: uniform episodes (seeds {FIT_SEED0}+) its name weights are fitted on")
     args = parser.parse_args(argv)
@@ -244,25 +256,28 @@ def main(argv: list[str] | None = None) -> int:
         runs = [(p, None) for p in args.policies if p != "name_soft"]
         if "name_soft" in args.policies:
             t0 = time.time()
-            weights, r2 = fit_name_weights(game, UniformQ(game, args.q_horizon, args.q_rollouts),
-                                           list(range(FIT_SEED0, FIT_SEED0 + args.fit_episodes)))
-            print(f"name_soft weights (mean Q_u advantage / sd, {args.fit_episodes} uniform episodes, "
-                  f"{time.time() - t0:.0f} s; names explain {r2:.0%} of the advantages' variance): "
-                  + ", ".join(f"{k} {v:+.2f}" for k, v in weights.items()), flush=True)
-            runs += [("name_soft", beta) for beta in args.name_beta]
-        for policy, beta in runs:
+            fits = fit_name_weights(game, UniformQ(game, args.q_horizon, args.q_rollouts),
+                                    list(range(FIT_SEED0, FIT_SEED0 + args.fit_episodes)), tuple(args.labels))
+            for q_label, (weights, r2) in fits.items():
+                print(f"name_soft weights (mean {q_label} label of Q_u / sd, {args.fit_episodes} uniform episodes, "
+                      f"{time.time() - t0:.0f} s; names explain {r2:.0%} of the labels' variance): "
+                      + ", ".join(f"{k} {v:+.2f}" for k, v in weights.items()), flush=True)
+            runs += [("name_soft", (q_label, beta)) for q_label in args.labels for beta in args.name_beta]
+        for policy, fit in runs:
             t0 = time.time()
             q_values = UniformQ(game, args.q_horizon, args.q_rollouts) if policy in Q_POLICIES else None
-            names = None if beta is None else {k: beta * v for k, v in weights.items()}
-            label = policy if beta is None else f"{policy}@{beta:g}"
+            weights, r2 = fits[fit[0]] if fit else (None, None)
+            names = None if fit is None else {k: fit[1] * v for k, v in weights.items()}
+            label = policy if fit is None else (f"{policy}@{fit[1]:g}" if len(args.labels) == 1
+                                                 else f"{policy}[{fit[0]}]@{fit[1]:g}")
             units, _ = play(game, policy, list(range(args.episodes)), q_values=q_values, names=names)
             played[label] = units
             ci = bootstrap_ci(units.tolist())
             row = {"layout": layout, "horizon": args.horizon, "policy": label, "episodes": args.episodes,
                    "deliveries_mean": ci.mean, "ci95": [ci.low, ci.high],
                    "delivering": float(np.mean(units > 0)), "seconds": time.time() - t0}
-            if beta is not None:
-                row["name_weights"], row["name_r2"] = weights, r2
+            if fit is not None:
+                row["q_label"], row["name_weights"], row["name_r2"] = fit[0], weights, r2
             rows.append(row)
             print(f"| {layout} | {args.horizon} | {label} | {args.episodes} | {ci.mean:.2f} | "
                   f"[{ci.low:.2f}, {ci.high:.2f}] | {row['delivering']:.0%} | {row['seconds']:.0f} |", flush=True)

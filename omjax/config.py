@@ -216,6 +216,8 @@ class PolicyConfig:
 
 #: What `train.advantage` may name.
 ADVANTAGES = ("episode", "reward_to_go", "uniform_q")
+#: What `train.q_label` may name (`omjax.train.continuation.entry_labels`).
+Q_LABELS = ("value", "rank", "greedy")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -302,6 +304,12 @@ class TrainConfig:
     q_rollouts: int = 8
     """`advantage=uniform_q`: continuations per menu option (the same streams for every option)."""
 
+    q_label: str = "value"
+    """`advantage=uniform_q`: what each menu entry is credited with, from its Q_u
+    (`continuation.entry_labels`): "value" Q_u(s, a) - V_u(s); "rank" its centred rank among the
+    menu's Q_u; "greedy" 1 at the best entry (shared among ties) less 1 / n. Each is divided by the
+    round's standard deviation of the picked entries' labels. Not in the paper."""
+
     all_options: bool = False
     """Letter mode with `advantage=uniform_q`: the clipped surrogate is taken in expectation over
     every menu entry, each with its own advantage, under the policy the update starts from
@@ -362,6 +370,8 @@ class TrainConfig:
         _check(self.update_tokens >= 0, "train.update_tokens", f"must be >= 0, got {self.update_tokens}")
         _check(self.advantage in ADVANTAGES, "train.advantage",
                f"must be one of {', '.join(map(repr, ADVANTAGES))}, got {self.advantage!r}")
+        _check(self.q_label in Q_LABELS, "train.q_label",
+               f"must be one of {', '.join(map(repr, Q_LABELS))}, got {self.q_label!r}")
         _check(self.q_horizon >= 1, "train.q_horizon", f"must be >= 1, got {self.q_horizon}")
         _check(self.q_rollouts >= 1, "train.q_rollouts", f"must be >= 1, got {self.q_rollouts}")
         _check(self.segment >= 0, "train.segment", f"must be >= 0, got {self.segment}")

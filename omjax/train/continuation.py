@@ -27,6 +27,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from omjax.config import Q_LABELS
 from omjax.options.menu import GuardTable
 from omjax.options.overcooked import SCHEMA
 
@@ -116,6 +117,27 @@ def baseline(q: np.ndarray, shown: np.ndarray) -> np.ndarray:
     return (q * shown).sum(axis=1) / np.maximum(shown.sum(axis=1), 1)
 
 
-def advantages(q: np.ndarray, shown: np.ndarray, chosen: np.ndarray) -> np.ndarray:
-    """[D] A = Q_u(s, chosen) - V_u(s) per decision (q, shown [D, I], chosen int [D] instance index)."""
-    return np.asarray(q, np.float64)[np.arange(len(q)), np.asarray(chosen)] - baseline(q, shown)
+def entry_labels(q: np.ndarray, label: str = "value") -> np.ndarray:
+    """[n] the label each of a menu's n entries is credited with, from their Q_u [n].
+
+    "value": Q_u(s, a) - V_u(s) (the module docstring). "rank": the entry's centred rank among
+    the menu's Q_u, (rank - (n - 1) / 2) / (n - 1) in [-1/2, 1/2], ties sharing their mean rank:
+    the rank transform of evolution strategies (Salimans et al. 2017), which bounds every decision's
+    pull whatever the scale of its returns (a continuation that delivers a soup scores ~20x one
+    that does not). "greedy": 1 / m at the m entries of highest Q_u, 0 elsewhere, minus 1 / n:
+    the target of the policy greedy in Q_u. Each sums to zero over the menu; a one-entry menu is 0.
+    """
+    if label not in Q_LABELS:
+        raise ValueError(f"unknown Q_u label {label!r}; known: {', '.join(Q_LABELS)}")
+    q = np.asarray(q, np.float64)
+    n = len(q)
+    if n < 2:
+        return np.zeros(n)
+    if label == "value":
+        return q - q.mean()
+    if label == "greedy":
+        best = q == q.max()
+        return best / best.sum() - 1.0 / n
+    below = (q[None, :] < q[:, None]).sum(axis=1)  # [n] entries strictly lower
+    ties = (q[None, :] == q[:, None]).sum(axis=1)  # [n] including itself
+    return (below + (ties - 1) / 2 - (n - 1) / 2) / (n - 1)

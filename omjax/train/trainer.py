@@ -325,25 +325,27 @@ class Trainer:
         return out_states, rows, batches
 
     def _own_advantages(self, batch: RolloutBatch, key: jax.Array) -> tuple[np.ndarray, bool, dict]:
-        """`train.advantage=uniform_q`: sets each decision's `advantage` to Q_u(s, a) - V_u(s)
-        (`omjax.train.continuation`) over the round's standard deviation of them. Returns the
-        rollouts' mean advantage [K] (for the metrics row), whether they are all alike, and the
-        row's extra fields: the raw advantage of the options picked (its mean is 0 for uniform
-        picks and rises as the policy prefers what Q_u rates) and the scale divided out."""
+        """`train.advantage=uniform_q`: sets each decision's `advantage` to its picked entry's label
+        (`train.q_label`, `continuation.entry_labels`; "value": Q_u(s, a) - V_u(s)) over the
+        round's standard deviation of them, and with `train.all_options` every entry's label on the
+        same scale. Returns the rollouts' mean advantage [K] (for the metrics row), whether they are
+        all alike, and the row's extra fields: the mean raw label of the options picked (0 for
+        uniform picks; it rises as the policy prefers what Q_u rates) and the scale divided out."""
         ds = batch.decisions
         k = len(batch.returns)
         if not ds:
             return np.zeros(k), True, {"q_adv_mean": None, "q_adv_sd": None}
         q, shown = self.q_values.estimate([d.snapshot for d in ds], [d.agent for d in ds], key)  # [D, I]
-        raw = continuation.advantages(q, shown, [d.menu[d.action].index for d in ds])  # [D]
+        labels = [continuation.entry_labels(q[j, [it.index for it in d.menu]], self.cfg.train.q_label)
+                  for j, d in enumerate(ds)]  # D x [len(menu)]
+        raw = np.array([lab[d.action] for lab, d in zip(labels, ds)])  # [D]
         sd = float(np.std(raw))
         zero = sd <= grpo.ZERO_SPREAD_TOL
         scale = 0.0 if zero else 1.0 / sd
-        v = continuation.baseline(q, shown)  # [D]
-        for j, (d, a) in enumerate(zip(ds, raw)):
+        for d, lab, a in zip(ds, labels, raw):
             d.advantage = float(a * scale)
             if self.cfg.train.all_options:
-                d.option_advantages = np.array([(q[j, it.index] - v[j]) * scale for it in d.menu], np.float32)
+                d.option_advantages = (lab * scale).astype(np.float32)
         rollout = [d.rollout for d in ds]
         per_rollout = (np.bincount(rollout, weights=[d.advantage for d in ds], minlength=k)
                        / np.maximum(np.bincount(rollout, minlength=k), 1))  # [K]

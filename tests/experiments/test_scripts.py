@@ -211,6 +211,15 @@ def test_menu_policies_name_soft_prefers_names_fitted_from_the_action_values(cap
     assert {"wait", "pick_onion"} <= set(weights) and all(abs(w) < 10 for w in weights.values())
     assert weights["wait"] < 0 < weights["pick_onion"], weights
     assert 0 < result["rows"][1]["name_r2"] < 1
+    # Fitted to each Q_u label train.q_label can credit: one row per label and beta.
+    assert menu_policies.main(["--layouts", "asymmetric_advantages", "--horizon", "12", "--episodes", "2",
+                               "--policies", "name_soft", "--name-beta", "2", "--labels", "rank", "greedy",
+                               "--fit-episodes", "2", "--q-horizon", "4", "--q-rollouts", "2"]) == 0
+    rows = json.loads(capsys.readouterr().out.strip().splitlines()[-1])["rows"]
+    assert [(r["policy"], r["q_label"]) for r in rows] == [("name_soft[rank]@2", "rank"),
+                                                             ("name_soft[greedy]@2", "greedy")]
+    assert all(0 < r["name_r2"] < 1 and "wait" in r["name_weights"] for r in rows)
+    assert rows[0]["name_weights"] != rows[1]["name_weights"]
     with pytest.raises(SystemExit, match="fit-episodes"):
         menu_policies.main(["--policies", "name_soft", "--fit-episodes", "0"])
 

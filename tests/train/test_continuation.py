@@ -9,7 +9,7 @@ import pytest
 from omjax.config import ConfigError, load_config
 from omjax.games.registry import make_game
 from omjax.options.libraries import resolve_library
-from omjax.train.continuation import UniformQ, advantages
+from omjax.train.continuation import UniformQ, baseline, entry_labels
 from omjax.train.rollout import update_inputs
 from omjax.train.trainer import Trainer
 from tests.eval.tiny_model import write_tiny_llama
@@ -104,10 +104,21 @@ def test_values_stop_at_the_episode_end():
                                short.estimate(*args, jax.random.PRNGKey(0))[0])
 
 
-def test_advantage_is_the_value_over_the_menus_mean():
-    q = np.array([[1.0, 3.0, 0.0, 5.0], [2.0, 2.0, 2.0, 0.0]])
-    shown = np.array([[True, True, False, True], [True, True, True, False]])
-    np.testing.assert_allclose(advantages(q, shown, [3, 0]), [5.0 - 3.0, 0.0])
+def test_entry_labels_value_rank_and_greedy():
+    q = np.array([5.0, 1.0, 3.0, 3.0])
+    np.testing.assert_allclose(entry_labels(q, "value"), [2.0, -2.0, 0.0, 0.0])
+    np.testing.assert_allclose(entry_labels(q), entry_labels(q, "value"))
+    # ranks 3, 0, 1.5, 1.5 (the tie shares its mean rank), centred and over n - 1 = 3
+    np.testing.assert_allclose(entry_labels(q, "rank"), [0.5, -0.5, 0.0, 0.0])
+    np.testing.assert_allclose(entry_labels(q, "greedy"), [0.75, -0.25, -0.25, -0.25])
+    np.testing.assert_allclose(entry_labels(np.array([2.0, 2.0, 0.0]), "greedy"), [0.5 - 1 / 3, 0.5 - 1 / 3, -1 / 3])
+    # rank ignores the scale: a delivery that multiplies one value moves no label
+    np.testing.assert_allclose(entry_labels(np.array([100.0, 1.0, 0.0]), "rank"), [0.5, 0.0, -0.5])
+    for label in ("value", "rank", "greedy"):
+        assert abs(entry_labels(np.array([0.3, -1.0, 2.0, 7.0, 7.0]), label).sum()) < 1e-12
+        np.testing.assert_allclose(entry_labels(np.array([4.0]), label), [0.0])
+    with pytest.raises(ValueError, match="unknown Q_u label 'best'"):
+        entry_labels(q, "best")
 
 
 def test_config_checks():
@@ -117,6 +128,8 @@ def test_config_checks():
         load_config(None, ["train.q_horizon=0"])
     with pytest.raises(ConfigError, match="train.q_rollouts"):
         load_config(None, ["train.q_rollouts=0"])
+    with pytest.raises(ConfigError, match="train.q_label"):
+        load_config(None, ["train.q_label=argmax"])
     with pytest.raises(ConfigError, match="uniform_q simulates continuations"):
         load_config(None, ["env.game=cleanup", "env.n_agents=7", "train.advantage=uniform_q"])
 
@@ -143,7 +156,9 @@ def test_the_trainer_credits_each_decision_with_its_own_value(overcooked_model, 
     # The raw advantages are the estimator's: recomputed with other continuation streams, they
     # correlate with the ones the trainer used.
     q, shown = trainer.q_values.estimate([d.snapshot for d in ds], [d.agent for d in ds], jax.random.PRNGKey(123))
-    again = advantages(q, shown, [d.menu[d.action].index for d in ds])
+    for j, d in enumerate(ds):  # the estimator scores exactly the menu's entries
+        assert sorted(np.flatnonzero(shown[j])) == sorted(it.index for it in d.menu)
+    again = np.array([q[j, d.menu[d.action].index] for j, d in enumerate(ds)]) - baseline(q, shown)
     assert np.corrcoef(again, adv)[0, 1] > 0.5
     # The update batch carries each decision's own advantage.
     dbatch = update_inputs(ds, trainer.policy, trainer.decider, None, 2, lambda d: d.agent, 4)
@@ -155,8 +170,9 @@ def test_the_trainer_credits_each_decision_with_its_own_value(overcooked_model, 
                       trainer.decider, None, 2, lambda d: d.agent, 4)
 
 
-def test_all_options_credits_every_menu_entry(overcooked_model, tmp_path):
-    cfg = load_config(None, [*CFG, "train.all_options=true", f"run.out_dir={tmp_path}"])
+@pytest.mark.parametrize("label", ["value", "rank", "greedy"])
+def test_all_options_credits_every_menu_entry(overcooked_model, tmp_path, label):
+    cfg = load_config(None, [*CFG, "train.all_options=true", f"train.q_label={label}", f"run.out_dir={tmp_path}"])
     trainer = Trainer(cfg, model=overcooked_model)
     _, row, batch = trainer.round(trainer.init_state())
     ds = batch.decisions
@@ -165,6 +181,16 @@ def test_all_options_credits_every_menu_entry(overcooked_model, tmp_path):
         assert d.option_advantages.shape == (len(d.menu),)
         np.testing.assert_allclose(d.option_advantages[d.action], d.advantage, rtol=1e-5, atol=1e-6)
         assert abs(float(d.option_advantages.mean())) < 1e-5  # relative to the menu's mean value
+        raw, n = d.option_advantages * row["q_adv_sd"], len(d.menu)  # the labels before the round's scale
+        if label == "rank" and n > 1:  # ranks 0 .. n-1, ties at half ranks
+            ranks = raw * (n - 1) + (n - 1) / 2
+            np.testing.assert_allclose(2 * ranks, np.round(2 * ranks), atol=1e-4)
+            assert ranks.min() > -1e-4 and ranks.max() < n - 1 + 1e-4
+        if label == "greedy" and n > 1:  # 1 / m at the m best entries, 0 elsewhere
+            share = raw + 1 / n
+            best = share > 1e-4
+            np.testing.assert_allclose(share[best], 1 / best.sum(), atol=1e-4)
+            np.testing.assert_allclose(share[~best], 0, atol=1e-4)
     dbatch = update_inputs(ds, trainer.policy, trainer.decider, None, 2, lambda d: d.agent, 4)
     first = [d for d in ds if d.agent == 0][0]
     np.testing.assert_allclose(dbatch.option_advantage[0, 0, :len(first.menu)], first.option_advantages, rtol=1e-6)
