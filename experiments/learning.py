@@ -243,6 +243,25 @@ SETTINGS = {
     "overcooked_q_reply_prior": Setting("quickstart_overcooked_smollm2.yaml",
                                         (*_Q_REPLY, "train.letter_prior_coef=0.3"),
                                         "deliveries", eval_episodes=16, eval_batch=16),
+    # The eleventh setting (session 25): the eighth with each menu entry credited by a critic over
+    # option names (`train.q_label=name`, not in the paper: the mean Q_u label of the entry's
+    # name over every entry of the round's decisions, pooled over agents, in sd units) instead of
+    # its own one-decision Q_u label, and the KL to the base at 0.5 (was 0.01), so the regularised
+    # optimum is pi_ref x exp(2 w[name]). Chosen from training-style evidence only (no held-out
+    # episode of it played): the eighth to tenth settings' adapters never moved their picks' Q_u
+    # advantage off 0 in ~1,450 decisions; on the menu bandit, noise at the size of these labels'
+    # (names explain 11-22 % of their variance) slowed reading to ~500+ decisions for one adapter
+    # of two, while a noiseless bandit read in ~400; the round's name means carry the names'
+    # share with ~1/sqrt(30) of the noise. A name preference is all they can teach, and it is
+    # enough if its strength is right: `menu_policies.py --policies uniform name_soft --labels
+    # value rank greedy --name-beta 1 2 4 8 --q-rollouts 32` (seeds 0-127, weights fitted on
+    # 1000-1015): value-label name weights at beta 2 deliver 0.86 soups per 150-step episode
+    # (62 % of episodes; 95 % power at 16 vs 16 against uniform's 0.09), beta 1 0.52, beta 4 0.14,
+    # beta 8 0; rank and greedy labels do no better (names explain 16 / 18 % of them; best 0.41 /
+    # 0.50, at beta 1). So kl_coef = 1 / 2, where the KL-regularised optimum sits at beta 2.
+    "overcooked_q_name": Setting("quickstart_overcooked_smollm2.yaml",
+                                 (*_Q_REPLY, "train.q_label=name", "train.kl_coef=0.5"),
+                                 "deliveries", eval_episodes=16, eval_batch=16),
     # Seven agents, 8-step episodes (the quick-start's): rounds take minutes, so few of them.
     "cleanup": Setting(
         "quickstart_cleanup_smollm2.yaml",

@@ -48,11 +48,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import common  # noqa: E402
 
-from omjax.config import Q_LABELS, load_config  # noqa: E402
+from omjax.config import load_config  # noqa: E402
 from omjax.eval.stats import bootstrap_ci, mann_whitney  # noqa: E402
 from omjax.games.registry import make_game  # noqa: E402
 from omjax.options.libraries import resolve_library  # noqa: E402
-from omjax.train.continuation import UniformQ, entry_labels  # noqa: E402
+from omjax.train.continuation import ENTRY_LABELS, UniformQ, entry_labels, name_weights  # noqa: E402
 from omjax.train.rollout import segment_plan, walk_entry  # noqa: E402
 
 IDLE = ("wait", "drop_held")
@@ -204,18 +204,8 @@ def fit_name_weights(game, q_values: UniformQ, seeds: list[int],
     play(game, "uniform", seeds, q_values=q_values, on_values=record)
     if not menus:
         raise ValueError(f"no decision of the {len(seeds)} fit episodes offered two options")
-    fits = {}
-    for label in labels:
-        by_name: dict[str, list[float]] = {}
-        for names, vals in menus:
-            for name, a in zip(names, entry_labels(vals, label)):
-                by_name.setdefault(name, []).append(float(a))
-        every = np.concatenate([np.asarray(v) for v in by_name.values()])
-        within = np.concatenate([np.asarray(v) - np.mean(v) for v in by_name.values()])
-        sd = float(np.std(every)) or 1.0
-        r2 = 1.0 - float(np.var(within)) / sd ** 2
-        fits[label] = ({name: float(np.mean(v)) / sd for name, v in sorted(by_name.items())}, r2)
-    return fits
+    names = [ns for ns, _ in menus]
+    return {label: name_weights(names, [entry_labels(vals, label) for _, vals in menus])[:2] for label in labels}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -231,7 +221,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--q-rollouts", type=int, default=8, help="q_* policies: continuations per option")
     parser.add_argument("--name-beta", nargs="+", type=float, default=[1.0],
                         help="name_soft: strengths of the name preference (one row each)")
-    parser.add_argument("--labels", nargs="+", default=["value"], choices=Q_LABELS,
+    parser.add_argument("--labels", nargs="+", default=["value"], choices=ENTRY_LABELS,
                         help="name_soft: the Q_u labels (train.q_label) its name weights are fitted to, rows for each")
     parser.add_argument("--fit-episodes", type=int, default=16,
                         help=f"name_soft: uniform episodes (seeds {FIT_SEED0}+) its name weights are fitted on")

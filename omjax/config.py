@@ -217,7 +217,7 @@ class PolicyConfig:
 #: What `train.advantage` may name.
 ADVANTAGES = ("episode", "reward_to_go", "uniform_q")
 #: What `train.q_label` may name (`omjax.train.continuation.entry_labels`).
-Q_LABELS = ("value", "rank", "greedy")
+Q_LABELS = ("value", "rank", "greedy", "name")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -307,8 +307,13 @@ class TrainConfig:
     q_label: str = "value"
     """`advantage=uniform_q`: what each menu entry is credited with, from its Q_u
     (`continuation.entry_labels`): "value" Q_u(s, a) - V_u(s); "rank" its centred rank among the
-    menu's Q_u; "greedy" 1 at the best entry (shared among ties) less 1 / n. Each is divided by the
-    round's standard deviation of the picked entries' labels. Not in the paper."""
+    menu's Q_u; "greedy" 1 at the best entry (shared among ties) less 1 / n; each divided by the
+    round's standard deviation of the picked entries' labels. "name": a tabular critic over option
+    names refit every round, pooled over agents (`continuation.name_weights`): each entry gets the
+    mean "value" label of its option's name over every entry of the round's decisions, in units of
+    their sd, less its menu's mean. A state-independent credit: with the exact letter-mode KL the
+    regularised optimum is pi_ref(a) exp(w[name(a)] / kl_coef), the `name_soft` policy of
+    `experiments/menu_policies.py` at beta = 1 / kl_coef on top of the base. Not in the paper."""
 
     all_options: bool = False
     """Letter mode with `advantage=uniform_q`: the clipped surrogate is taken in expectation over

@@ -27,7 +27,6 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from omjax.config import Q_LABELS
 from omjax.options.menu import GuardTable
 from omjax.options.overcooked import SCHEMA
 
@@ -117,6 +116,10 @@ def baseline(q: np.ndarray, shown: np.ndarray) -> np.ndarray:
     return (q * shown).sum(axis=1) / np.maximum(shown.sum(axis=1), 1)
 
 
+#: The labels `entry_labels` computes from one menu's Q_u (`train.q_label`, apart from "name").
+ENTRY_LABELS = ("value", "rank", "greedy")
+
+
 def entry_labels(q: np.ndarray, label: str = "value") -> np.ndarray:
     """[n] the label each of a menu's n entries is credited with, from their Q_u [n].
 
@@ -127,8 +130,9 @@ def entry_labels(q: np.ndarray, label: str = "value") -> np.ndarray:
     that does not). "greedy": 1 / m at the m entries of highest Q_u, 0 elsewhere, minus 1 / n:
     the target of the policy greedy in Q_u. Each sums to zero over the menu; a one-entry menu is 0.
     """
-    if label not in Q_LABELS:
-        raise ValueError(f"unknown Q_u label {label!r}; known: {', '.join(Q_LABELS)}")
+    if label not in ENTRY_LABELS:
+        raise ValueError(f"unknown Q_u label {label!r} of one menu; known: {', '.join(ENTRY_LABELS)} "
+                         "(train.q_label=name pools decisions: name_weights)")
     q = np.asarray(q, np.float64)
     n = len(q)
     if n < 2:
@@ -141,3 +145,29 @@ def entry_labels(q: np.ndarray, label: str = "value") -> np.ndarray:
     below = (q[None, :] < q[:, None]).sum(axis=1)  # [n] entries strictly lower
     ties = (q[None, :] == q[:, None]).sum(axis=1)  # [n] including itself
     return (below + (ties - 1) / 2 - (n - 1) / 2) / (n - 1)
+
+
+def name_weights(names: list[list[str]], labels: list[np.ndarray]) -> tuple[dict[str, float], float, float]:
+    """A tabular critic over option names: the mean label of each name over a set of decisions,
+    in units of the sd of all their labels (`train.q_label=name`; `experiments/menu_policies.py`
+    `name_soft`).
+
+    Args:
+      names: per decision, its menu's option names [n_d].
+      labels: per decision, its entries' labels [n_d] (`entry_labels`); decisions whose menu has
+        one entry carry none and are left out.
+    Returns:
+      ({name: weight}, R^2 the share of the labels' variance the names explain, sd of the labels).
+    """
+    by_name: dict[str, list[float]] = {}
+    for ns, lab in zip(names, labels):
+        if len(ns) > 1:
+            for n, a in zip(ns, lab):
+                by_name.setdefault(n, []).append(float(a))
+    if not by_name:
+        raise ValueError(f"none of the {len(names)} decisions offered two options: no name has a label")
+    every = np.concatenate([np.asarray(v) for v in by_name.values()])
+    within = np.concatenate([np.asarray(v) - np.mean(v) for v in by_name.values()])
+    sd = float(np.std(every))
+    r2 = 1.0 - float(np.var(within)) / sd ** 2 if sd > 0 else 0.0
+    return {n: float(np.mean(v)) / (sd or 1.0) for n, v in sorted(by_name.items())}, r2, sd

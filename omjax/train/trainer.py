@@ -327,21 +327,31 @@ class Trainer:
     def _own_advantages(self, batch: RolloutBatch, key: jax.Array) -> tuple[np.ndarray, bool, dict]:
         """`train.advantage=uniform_q`: sets each decision's `advantage` to its picked entry's label
         (`train.q_label`, `continuation.entry_labels`; "value": Q_u(s, a) - V_u(s)) over the
-        round's standard deviation of them, and with `train.all_options` every entry's label on the
-        same scale. Returns the rollouts' mean advantage [K] (for the metrics row), whether they are
-        all alike, and the row's extra fields: the mean raw label of the options picked (0 for
-        uniform picks; it rises as the policy prefers what Q_u rates) and the scale divided out."""
+        round's standard deviation of them ("name": the round's name critic, already in units of
+        the value labels' sd), and with `train.all_options` every entry's label on the same scale.
+        Returns the rollouts' mean advantage [K] (for the metrics row), whether they are all alike,
+        and the row's extra fields: the mean raw label of the options picked (0 for uniform picks;
+        it rises as the policy prefers what Q_u rates), the scale divided out, and under "name" the
+        critic's weights, the share of the labels' variance it explains and the labels' sd."""
         ds = batch.decisions
         k = len(batch.returns)
         if not ds:
             return np.zeros(k), True, {"q_adv_mean": None, "q_adv_sd": None}
         q, shown = self.q_values.estimate([d.snapshot for d in ds], [d.agent for d in ds], key)  # [D, I]
-        labels = [continuation.entry_labels(q[j, [it.index for it in d.menu]], self.cfg.train.q_label)
+        q_label, extra = self.cfg.train.q_label, {}
+        labels = [continuation.entry_labels(q[j, [it.index for it in d.menu]], "value" if q_label == "name" else q_label)
                   for j, d in enumerate(ds)]  # D x [len(menu)]
+        names = [[it.opt for it in d.menu] for d in ds]
+        if q_label == "name" and any(len(ns) > 1 for ns in names):
+            # The round's critic over names, already in units of the labels' sd.
+            weights, r2, label_sd = continuation.name_weights(names, labels)
+            w = [np.array([weights[n] for n in ns]) if len(ns) > 1 else np.zeros(1) for ns in names]
+            labels = [x - x.mean() for x in w]
+            extra = {"q_name_weights": weights, "q_name_r2": r2, "q_label_sd": label_sd}
         raw = np.array([lab[d.action] for lab, d in zip(labels, ds)])  # [D]
         sd = float(np.std(raw))
         zero = sd <= grpo.ZERO_SPREAD_TOL
-        scale = 0.0 if zero else 1.0 / sd
+        scale = 0.0 if zero else 1.0 if q_label == "name" else 1.0 / sd
         for d, lab, a in zip(ds, labels, raw):
             d.advantage = float(a * scale)
             if self.cfg.train.all_options:
@@ -349,7 +359,7 @@ class Trainer:
         rollout = [d.rollout for d in ds]
         per_rollout = (np.bincount(rollout, weights=[d.advantage for d in ds], minlength=k)
                        / np.maximum(np.bincount(rollout, minlength=k), 1))  # [K]
-        return per_rollout, zero, {"q_adv_mean": float(np.mean(raw)), "q_adv_sd": sd}
+        return per_rollout, zero, {"q_adv_mean": float(np.mean(raw)), "q_adv_sd": sd, **extra}
 
     def _segments(self, r: int) -> dict:
         """`collect_group`'s segment arguments for round `r` (none under `train.segment=0`)."""

@@ -6,10 +6,10 @@ import jax
 import numpy as np
 import pytest
 
-from omjax.config import ConfigError, load_config
+from omjax.config import Q_LABELS, ConfigError, load_config
 from omjax.games.registry import make_game
 from omjax.options.libraries import resolve_library
-from omjax.train.continuation import UniformQ, baseline, entry_labels
+from omjax.train.continuation import ENTRY_LABELS, UniformQ, baseline, entry_labels, name_weights
 from omjax.train.rollout import update_inputs
 from omjax.train.trainer import Trainer
 from tests.eval.tiny_model import write_tiny_llama
@@ -119,6 +119,22 @@ def test_entry_labels_value_rank_and_greedy():
         np.testing.assert_allclose(entry_labels(np.array([4.0]), label), [0.0])
     with pytest.raises(ValueError, match="unknown Q_u label 'best'"):
         entry_labels(q, "best")
+    with pytest.raises(ValueError, match="pools decisions"):
+        entry_labels(q, "name")
+    assert set(Q_LABELS) == {*ENTRY_LABELS, "name"}
+
+
+def test_name_weights_average_each_name_over_decisions():
+    names = [["wait", "deliver"], ["wait", "pick_onion", "deliver"], ["wait"]]
+    labels = [np.array([-1.0, 1.0]), np.array([0.0, -3.0, 3.0]), np.array([0.0])]  # the last is left out
+    weights, r2, sd = name_weights(names, labels)
+    every = np.array([-1.0, 1.0, 0.0, -3.0, 3.0])
+    assert sd == pytest.approx(every.std())
+    assert weights == pytest.approx({"wait": -0.5 / sd, "deliver": 2.0 / sd, "pick_onion": -3.0 / sd})
+    within = np.array([-0.5, 0.5, 1.0, -1.0, 0.0])  # each label less its name's mean
+    assert r2 == pytest.approx(1 - within.var() / every.var())
+    with pytest.raises(ValueError, match="offered two options"):
+        name_weights([["wait"]], [np.zeros(1)])
 
 
 def test_config_checks():
@@ -170,7 +186,7 @@ def test_the_trainer_credits_each_decision_with_its_own_value(overcooked_model, 
                       trainer.decider, None, 2, lambda d: d.agent, 4)
 
 
-@pytest.mark.parametrize("label", ["value", "rank", "greedy"])
+@pytest.mark.parametrize("label", ["value", "rank", "greedy", "name"])
 def test_all_options_credits_every_menu_entry(overcooked_model, tmp_path, label):
     cfg = load_config(None, [*CFG, "train.all_options=true", f"train.q_label={label}", f"run.out_dir={tmp_path}"])
     trainer = Trainer(cfg, model=overcooked_model)
@@ -181,11 +197,17 @@ def test_all_options_credits_every_menu_entry(overcooked_model, tmp_path, label)
         assert d.option_advantages.shape == (len(d.menu),)
         np.testing.assert_allclose(d.option_advantages[d.action], d.advantage, rtol=1e-5, atol=1e-6)
         assert abs(float(d.option_advantages.mean())) < 1e-5  # relative to the menu's mean value
+    if label == "name":
+        assert 0 < row["q_name_r2"] <= 1 and row["q_label_sd"] > 0 and "wait" in row["q_name_weights"]
+    for d in ds:
         raw, n = d.option_advantages * row["q_adv_sd"], len(d.menu)  # the labels before the round's scale
         if label == "rank" and n > 1:  # ranks 0 .. n-1, ties at half ranks
             ranks = raw * (n - 1) + (n - 1) / 2
             np.testing.assert_allclose(2 * ranks, np.round(2 * ranks), atol=1e-4)
             assert ranks.min() > -1e-4 and ranks.max() < n - 1 + 1e-4
+        if label == "name" and n > 1:  # the round's weight of each entry's name, less the menu's mean
+            w = np.array([row["q_name_weights"][it.opt] for it in d.menu])
+            np.testing.assert_allclose(d.option_advantages, w - w.mean(), rtol=1e-5, atol=1e-6)
         if label == "greedy" and n > 1:  # 1 / m at the m best entries, 0 elsewhere
             share = raw + 1 / n
             best = share > 1e-4
