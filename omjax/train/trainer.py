@@ -339,7 +339,8 @@ class Trainer:
             return np.zeros(k), True, {"q_adv_mean": None, "q_adv_sd": None}
         q, shown = self.q_values.estimate([d.snapshot for d in ds], [d.agent for d in ds], key)  # [D, I]
         q_label, extra = self.cfg.train.q_label, {}
-        labels = [continuation.entry_labels(q[j, [it.index for it in d.menu]], "value" if q_label == "name" else q_label)
+        per_menu = "value" if q_label == "name" else q_label
+        labels = [continuation.entry_labels(q[j, [it.index for it in d.menu]], per_menu)
                   for j, d in enumerate(ds)]  # D x [len(menu)]
         names = [[it.opt for it in d.menu] for d in ds]
         if q_label == "name" and any(len(ns) > 1 for ns in names):

@@ -421,3 +421,32 @@ def test_value_probe_state_readout_finds_state_dependent_values():
     by_state = value_probe.evaluate(train, val, "state*names", names, 3, sd)
     assert by_state["r2_val"] > 0.99 and by_state["greedy"] == pytest.approx(by_state["oracle"])
     assert value_probe.evaluate(train, val, "names", names, 3, sd)["r2_val"] < 0.05
+
+
+def test_name_fit_scores_the_adapters_expected_name_weight(tiny_model_dir, tmp_path, capsys):
+    """`name_fit.py` on the eleventh setting, shortened: fixed name weights from a run's metrics,
+    decisions collected by the base, one update fitted on them, both sets scored."""
+    import name_fit
+
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "metrics.jsonl").write_text("".join(json.dumps({"round": r, "q_name_weights": w}) + "\n" for r, w in enumerate(
+        [{"wait": -1.0, "pick_onion": 1.0}, {"wait": -0.5, "pick_onion": 2.0, "drop_held": 0.0}])))
+    assert name_fit.mean_weights(run) == {"drop_held": 0.0, "pick_onion": 1.5, "wait": -0.75}
+    args = ["--weights-from", str(run), "--train-rounds", "1", "--heldout-rounds", "1", "--fits", "1",
+            "--out", str(tmp_path / "fit.jsonl"), *tiny(tiny_model_dir), "env.horizon=12", "train.segment=4",
+            "lora.top_layers=1", "train.q_rollouts=1", "train.q_horizon=1", "train.update_rows=0",
+            "train.update_tokens=0"]
+    assert name_fit.main(args) == 0
+    result = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert result["fitted_decisions"] > 0 and result["heldout_decisions"] > 0
+    soft1, soft2 = result["reference"]["name_soft@1"], result["reference"]["name_soft@2"]
+    assert all(0 <= a <= b for a, b in zip(soft1, soft2))  # a stronger preference for the weights scores higher
+    rows = result["rows"]
+    assert [r["fit"] for r in rows] == [0, 1] and rows[1]["kl"] > 0
+    assert all(np.isfinite(r["heldout"]).all() and np.isfinite(r["fitted"]).all() for r in rows)
+    assert rows[1]["fitted"] != rows[0]["fitted"]  # the update moved the adapters it fitted
+    assert [json.loads(x)["fit"] for x in (tmp_path / "fit.jsonl").read_text().splitlines()] == [0, 1]
+    (run / "metrics.jsonl").write_text(json.dumps({"round": 0}) + "\n")  # not a train.q_label=name run
+    with pytest.raises(SystemExit, match="no q_name_weights"):
+        name_fit.main(args)

@@ -1,0 +1,172 @@
+"""Can the adapters learn a name preference from real Overcooked prompts at all? The update, fitted.
+
+    python experiments/name_fit.py --weights-from runs/learning_s25/overcooked_q_name/per_agent
+    python experiments/name_fit.py --weights-from RUN --train-rounds 8 --heldout-rounds 2 --fits 12
+
+The eleventh Overcooked setting (`learning.py --game overcooked_q_name`) credited every menu
+entry with a critic over option names and its adapters learned nothing in 1,450 decisions. This
+separates what the credit's round-to-round noise could explain from what the prompt and the
+adapter can learn: it collects the frozen base's decisions of `--train-rounds` rounds of that
+setting (30-step segments of 150-step episodes, training-style seeds and rounds), credits every
+entry with fixed name weights (the mean of a run's per-round `q_name_weights`: training data,
+centred over each menu), and applies the setting's update (`Trainer.update`: the all-options
+surrogate, 2 epochs, KL to the base, each agent's own adapter) to those same decisions `--fits`
+times, each from the adapter the last one left (a fresh pi_old, as a new round would). After each
+fit it scores every decision of `--heldout-rounds` later rounds (never fitted on) and the fitted
+ones, and prints each agent's expected centred weight under its policy: 0 for uniform picks over
+the menu, what `name_soft` at beta 1 and 2 (`experiments/menu_policies.py`) would give on the
+same menus, and the base's own. Ends with one JSON line; `--out` also writes it as jsonl.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import common  # noqa: E402
+from learning import SETTINGS  # noqa: E402
+
+from omjax.config import load_config  # noqa: E402
+from omjax.train.metrics import read_jsonl  # noqa: E402
+from omjax.train.rollout import collect_group, update_inputs  # noqa: E402
+from omjax.train.trainer import Trainer  # noqa: E402
+from omjax.train.update import active_minibatches  # noqa: E402
+
+
+def mean_weights(run_dir: Path) -> dict[str, float]:
+    """Mean over a run's rounds of its name critic's weights (`q_name_weights` rows)."""
+    by: dict[str, list[float]] = {}
+    for row in read_jsonl(run_dir / "metrics.jsonl"):
+        for name, w in (row.get("q_name_weights") or {}).items():
+            by.setdefault(name, []).append(w)
+    if not by:
+        raise SystemExit(f"{run_dir / 'metrics.jsonl'} has no q_name_weights (a train.q_label=name run)")
+    return {name: float(np.mean(v)) for name, v in sorted(by.items())}
+
+
+def centred(menu, weights: dict[str, float]) -> np.ndarray:
+    """[len(menu)] each entry's name weight less the menu's mean (0 for a name without one)."""
+    w = np.array([weights.get(it.opt, 0.0) for it in menu])
+    return w - w.mean()
+
+
+def collect(trainer: Trainer, bank, rounds: range, weights: dict[str, float]) -> list:
+    """The decisions `bank` takes in the given rounds of the run's schedule, each crediting
+    every menu entry with its centred name weight."""
+    cfg, out = trainer.cfg, []
+    for r in rounds:
+        key = jax.random.fold_in(jax.random.PRNGKey(cfg.seed), r)
+        batch = collect_group(trainer.game, trainer.decider, trainer.params, trainer.placement.bank(bank),
+                              cfg.train.rollouts, key[None],
+                              trainer.seeds, r, cfg.n_adapters, progress=False, keep_trunk=trainer.keep_trunk,
+                              **trainer._segments(r))[0]
+        for d in batch.decisions:
+            d.option_advantages = centred(d.menu, weights).astype(np.float32)
+            d.advantage = float(d.option_advantages[d.action])
+        out += batch.decisions
+    return out
+
+
+def slot_probabilities(trainer: Trainer):
+    """Jitted `(lora, inputs) -> [B, M]`: one adapter's probability of each menu slot (state
+    labels summed out) on a chunk of `update_inputs` rows."""
+    policy, base = trainer.policy, trainer.params
+    return jax.jit(lambda lora, x: jnp.exp(jax.nn.logsumexp(policy.joint_logp(base, lora, policy.prepare(base, x)),
+                                                            axis=1)))
+
+
+def expected_weight(trainer: Trainer, score, bank, decisions: list, weights: dict[str, float]) -> list[float]:
+    """Per agent: the mean over its decisions of sum_j pi(j) w~_j, pi its adapter's distribution
+    over the menu's slots (`score`, from `slot_probabilities`)."""
+    cfg = trainer.cfg
+    batch = update_inputs(decisions, trainer.policy, trainer.decider, None, cfg.n_adapters, lambda d: d.agent,
+                          cfg.train.minibatch_size)
+    out = []
+    for a in range(cfg.n_adapters):
+        mine = [d for d in decisions if d.agent == a]
+        lora = jax.tree.map(lambda v: v[a], bank)
+        p = []
+        for lo in range(0, len(mine), cfg.train.minibatch_size):
+            x = jax.tree.map(lambda v: v[a, lo:lo + cfg.train.minibatch_size], batch.inputs)
+            p.append(np.asarray(score(lora, x)))
+        p = np.concatenate(p)  # [n, M]
+        out.append(float(np.mean([p[j, :len(d.menu)] @ centred(d.menu, weights) for j, d in enumerate(mine)])))
+    return out
+
+
+def name_soft(decisions: list, weights: dict[str, float], beta: float) -> list[float]:
+    """Per agent: the expected centred weight of `name_soft` at `beta` on the same menus."""
+    out = []
+    for a in sorted({d.agent for d in decisions}):
+        vals = []
+        for d in decisions:
+            if d.agent == a:
+                w = np.array([weights.get(it.opt, 0.0) for it in d.menu])
+                p = np.exp(beta * (w - w.max()))
+                vals.append(p / p.sum() @ (w - w.mean()))
+        out.append(float(np.mean(vals)))
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--weights-from", type=Path, required=True,
+                        help="a train.q_label=name run directory: its mean per-round q_name_weights")
+    parser.add_argument("--game", default="overcooked_q_name", choices=sorted(SETTINGS))
+    parser.add_argument("--train-rounds", type=int, default=8, help="rounds of decisions fitted on")
+    parser.add_argument("--heldout-rounds", type=int, default=2, help="later rounds of decisions scored only")
+    parser.add_argument("--fits", type=int, default=12, help="updates applied to the fitted decisions")
+    parser.add_argument("--out", type=Path, default=None, help="also write the rows as jsonl here")
+    parser.add_argument("overrides", nargs="*", metavar="key=value", help="config overrides applied last")
+    args = parser.parse_args(argv)
+    if min(args.train_rounds, args.heldout_rounds, args.fits) < 1:
+        raise SystemExit("--train-rounds, --heldout-rounds and --fits must be >= 1")
+    weights = mean_weights(args.weights_from)
+    setting = SETTINGS[args.game]
+    cfg = load_config(common.CONFIGS / setting.config, [*setting.overrides, "run.progress=false", *args.overrides])
+    trainer = Trainer(cfg, model=None)
+    state = trainer.init_state()
+    bank, opt_state = state.bank, state.opt_state
+    t0 = time.time()
+    fit = collect(trainer, bank, range(args.train_rounds), weights)
+    held = collect(trainer, bank, range(args.train_rounds, args.train_rounds + args.heldout_rounds), weights)
+    print(f"weights {json.dumps({k: round(v, 2) for k, v in weights.items()})}; {len(fit)} decisions fitted, "
+          f"{len(held)} held out, collected in {time.time() - t0:.0f} s", flush=True)
+    reference = {f"name_soft@{b:g}": name_soft(held, weights, b) for b in (1.0, 2.0)}
+    print(f"held-out reference: {json.dumps({k: [round(x, 3) for x in v] for k, v in reference.items()})}")
+    t = cfg.train
+    dbatch = update_inputs(fit, trainer.policy, trainer.decider, None, cfg.n_adapters, lambda d: d.agent,
+                           t.minibatch_size, t.update_rows, t.update_tokens)
+    active = active_minibatches(dbatch.valid, t.minibatch_size)
+    dbatch = trainer.placement.split(dbatch)
+    rows, score = [], slot_probabilities(trainer)
+    for i in range(args.fits + 1):
+        if i:
+            keys = trainer.placement.split(jax.random.split(jax.random.PRNGKey(1000 + i), cfg.n_adapters))
+            bank, opt_state, metrics = trainer.update(trainer.params, trainer.placement.bank(bank),
+                                                      trainer.placement.bank(opt_state), dbatch, keys, active)
+        row = {"fit": i, "heldout": expected_weight(trainer, score, bank, held, weights),
+               "fitted": expected_weight(trainer, score, bank, fit, weights), "time_s": round(time.time() - t0, 1)}
+        if i:
+            row["kl"] = float(np.mean(np.asarray(metrics.kl)[np.asarray(metrics.stepped)]))
+        rows.append(row)
+        print(json.dumps(row), flush=True)
+    result = {"experiment": "name_fit", "game": args.game, "weights": weights, "fitted_decisions": len(fit),
+              "heldout_decisions": len(held), "reference": reference, "rows": rows}
+    if args.out is not None:
+        common.write_text(args.out, "".join(json.dumps(r) + "\n" for r in rows))
+    print(json.dumps(result))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
