@@ -259,6 +259,8 @@ SETTINGS = {
     # (62 % of episodes; 95 % power at 16 vs 16 against uniform's 0.09), beta 1 0.52, beta 4 0.14,
     # beta 8 0; rank and greedy labels do no better (names explain 16 / 18 % of them; best 0.41 /
     # 0.50, at beta 1). So kl_coef = 1 / 2, where the KL-regularised optimum sits at beta 2.
+    # (Found after: a round's decisions share one root state, so its weights swung by ~1 sd from
+    # round to round, and the adapters learned nothing; `learning_pilots.md`, session 25.)
     "overcooked_q_name": Setting("quickstart_overcooked_smollm2.yaml",
                                  (*_Q_REPLY, "train.q_label=name", "train.kl_coef=0.5"),
                                  "deliveries", eval_episodes=16, eval_batch=16),
