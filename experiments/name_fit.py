@@ -84,35 +84,39 @@ def slot_probabilities(trainer: Trainer):
                                                             axis=1)))
 
 
-def expected_weight(trainer: Trainer, score, bank, decisions: list, weights: dict[str, float]) -> list[float]:
-    """Per agent: the mean over its decisions of sum_j pi(j) w~_j, pi its adapter's distribution
-    over the menu's slots (`score`, from `slot_probabilities`)."""
+def scoring_rows(trainer: Trainer, decisions: list) -> tuple[dict, list[list[np.ndarray]]]:
+    """Padded once for every scoring of `decisions`: their `update_inputs` rows [A, B, ...] and,
+    per agent, each decision's centred name weights (`Decision.option_advantages`, from `collect`)."""
     cfg = trainer.cfg
     batch = update_inputs(decisions, trainer.policy, trainer.decider, None, cfg.n_adapters, lambda d: d.agent,
                           cfg.train.minibatch_size)
-    out = []
-    for a in range(cfg.n_adapters):
-        mine = [d for d in decisions if d.agent == a]
+    return batch.inputs, [[d.option_advantages for d in decisions if d.agent == a] for a in range(cfg.n_adapters)]
+
+
+def expected_weight(trainer: Trainer, score, bank, rows: tuple[dict, list[list[np.ndarray]]]) -> list[float]:
+    """Per agent: the mean over its decisions of sum_j pi(j) w~_j, pi its adapter's distribution
+    over the menu's slots (`score`, from `slot_probabilities`; `rows` from `scoring_rows`)."""
+    inputs, centred_of = rows
+    mb, out = trainer.cfg.train.minibatch_size, []
+    for a, mine in enumerate(centred_of):
         lora = jax.tree.map(lambda v: v[a], bank)
-        p = []
-        for lo in range(0, len(mine), cfg.train.minibatch_size):
-            x = jax.tree.map(lambda v: v[a, lo:lo + cfg.train.minibatch_size], batch.inputs)
-            p.append(np.asarray(score(lora, x)))
-        p = np.concatenate(p)  # [n, M]
-        out.append(float(np.mean([p[j, :len(d.menu)] @ centred(d.menu, weights) for j, d in enumerate(mine)])))
+        p = np.concatenate([np.asarray(score(lora, jax.tree.map(lambda v: v[a, lo:lo + mb], inputs)))
+                            for lo in range(0, len(mine), mb)])  # [n, M]
+        out.append(float(np.mean([p[j, :len(w)] @ w for j, w in enumerate(mine)])))
     return out
 
 
-def name_soft(decisions: list, weights: dict[str, float], beta: float) -> list[float]:
-    """Per agent: the expected centred weight of `name_soft` at `beta` on the same menus."""
+def name_soft(decisions: list, beta: float) -> list[float]:
+    """Per agent: the expected centred weight of `name_soft` at `beta` on the same menus (each
+    decision's centred weights w~ from `collect`; exp(beta w~) is exp(beta w) normalised)."""
     out = []
     for a in sorted({d.agent for d in decisions}):
         vals = []
         for d in decisions:
             if d.agent == a:
-                w = np.array([weights.get(it.opt, 0.0) for it in d.menu])
+                w = d.option_advantages.astype(np.float64)
                 p = np.exp(beta * (w - w.max()))
-                vals.append(p / p.sum() @ (w - w.mean()))
+                vals.append(p / p.sum() @ w)
         out.append(float(np.mean(vals)))
     return out
 
@@ -141,7 +145,7 @@ def main(argv: list[str] | None = None) -> int:
     held = collect(trainer, bank, range(args.train_rounds, args.train_rounds + args.heldout_rounds), weights)
     print(f"weights {json.dumps({k: round(v, 2) for k, v in weights.items()})}; {len(fit)} decisions fitted, "
           f"{len(held)} held out, collected in {time.time() - t0:.0f} s", flush=True)
-    reference = {f"name_soft@{b:g}": name_soft(held, weights, b) for b in (1.0, 2.0)}
+    reference = {f"name_soft@{b:g}": name_soft(held, b) for b in (1.0, 2.0)}
     print(f"held-out reference: {json.dumps({k: [round(x, 3) for x in v] for k, v in reference.items()})}")
     t = cfg.train
     dbatch = update_inputs(fit, trainer.policy, trainer.decider, None, cfg.n_adapters, lambda d: d.agent,
@@ -149,13 +153,14 @@ def main(argv: list[str] | None = None) -> int:
     active = active_minibatches(dbatch.valid, t.minibatch_size)
     dbatch = trainer.placement.split(dbatch)
     rows, score = [], slot_probabilities(trainer)
+    scored = {"heldout": scoring_rows(trainer, held), "fitted": scoring_rows(trainer, fit)}
     for i in range(args.fits + 1):
         if i:
             keys = trainer.placement.split(jax.random.split(jax.random.PRNGKey(1000 + i), cfg.n_adapters))
             bank, opt_state, metrics = trainer.update(trainer.params, trainer.placement.bank(bank),
                                                       trainer.placement.bank(opt_state), dbatch, keys, active)
-        row = {"fit": i, "heldout": expected_weight(trainer, score, bank, held, weights),
-               "fitted": expected_weight(trainer, score, bank, fit, weights), "time_s": round(time.time() - t0, 1)}
+        row = {"fit": i, **{k: expected_weight(trainer, score, bank, v) for k, v in scored.items()},
+               "time_s": round(time.time() - t0, 1)}
         if i:
             row["kl"] = float(np.mean(np.asarray(metrics.kl)[np.asarray(metrics.stepped)]))
         rows.append(row)

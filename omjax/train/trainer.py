@@ -342,8 +342,8 @@ class Trainer:
         per_menu = "value" if q_label == "name" else q_label
         labels = [continuation.entry_labels(q[j, [it.index for it in d.menu]], per_menu)
                   for j, d in enumerate(ds)]  # D x [len(menu)]
-        names = [[it.opt for it in d.menu] for d in ds]
-        if q_label == "name" and any(len(ns) > 1 for ns in names):
+        names = [[it.opt for it in d.menu] for d in ds] if q_label == "name" else []
+        if any(len(ns) > 1 for ns in names):
             # The round's critic over names, already in units of the labels' sd.
             weights, r2, label_sd = continuation.name_weights(names, labels)
             w = [np.array([weights[n] for n in ns]) if len(ns) > 1 else np.zeros(1) for ns in names]
