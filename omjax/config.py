@@ -218,6 +218,8 @@ class PolicyConfig:
 ADVANTAGES = ("episode", "reward_to_go", "uniform_q")
 #: What `train.q_label` may name (`omjax.train.continuation.entry_labels`).
 Q_LABELS = ("value", "rank", "greedy", "name")
+#: What `train.objective` may name (`omjax.train.update.UpdateSettings.objective`).
+OBJECTIVES = ("clip", "target")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -323,6 +325,14 @@ class TrainConfig:
     menu of ~6 entries most of its variance is which entry was drawn. With `letter_augment` each
     relettered copy carries the same entries' advantages in its own order."""
 
+    objective: str = "clip"
+    """With `all_options`: what the update minimises over each decision's menu. "clip": the
+    paper's loss, the clipped surrogate (here in expectation over the entries) + kl_coef x
+    KL(pi || pi_ref). "target": KL(pi* || pi) to that loss's optimum pi* ∝ pi_ref exp(A / kl_coef)
+    (`grpo.target_kl`), the same fixed point reached by a gradient that does not vanish on
+    entries the policy rarely picks (the surrogate's pushes each logit by pi(a) (A_a - pi.A)).
+    Not in the paper."""
+
     segment: int = 0
     """0: every round's rollouts play whole episodes from the reset state (the paper). S > 0:
     they play S steps of an `env.horizon`-step episode from a root state at step t0, drawn per
@@ -382,6 +392,11 @@ class TrainConfig:
         _check(self.segment >= 0, "train.segment", f"must be >= 0, got {self.segment}")
         _check(self.letter_augment >= 0, "train.letter_augment", f"must be >= 0, got {self.letter_augment}")
         _check(self.letter_prior_coef >= 0, "train.letter_prior_coef", f"must be >= 0, got {self.letter_prior_coef}")
+        _check(self.objective in OBJECTIVES, "train.objective",
+               f"must be one of {', '.join(map(repr, OBJECTIVES))}, got {self.objective!r}")
+        _check(self.objective == "clip" or (self.all_options and self.kl_coef > 0), "train.objective",
+               "target regresses onto pi_ref exp(A / kl_coef) over every menu entry: it needs "
+               f"train.all_options=true and train.kl_coef > 0, got {self.all_options} / {self.kl_coef}")
 
 
 @dataclasses.dataclass(frozen=True)

@@ -53,6 +53,18 @@ def test_bad_values_name_the_key(override, key):
         load_config(None, [override])
 
 
+def test_objective_target_needs_every_entrys_advantage_and_a_kl():
+    with pytest.raises(ConfigError, match=r"train.objective: must be one of 'clip', 'target', got 'mpo'"):
+        load_config(None, ["train.objective=mpo"])
+    with pytest.raises(ConfigError, match=r"train.objective: .*needs train.all_options=true"):
+        load_config(None, ["train.objective=target"])
+    q = ["env.game=overcooked", "policy.action_interface=options", "train.advantage=uniform_q",
+         "train.all_options=true", "train.letter_baseline=false"]
+    with pytest.raises(ConfigError, match=r"train.objective: .*train.kl_coef > 0"):
+        load_config(None, [*q, "train.objective=target", "train.kl_coef=0"])
+    assert load_config(None, [*q, "train.objective=target"]).train.objective == "target"
+
+
 def test_letter_augment_needs_letter_mode():
     with pytest.raises(ConfigError, match=r"train.letter_augment: .*needs policy.decision_mode=letter"):
         load_config(None, ["train.letter_augment=2", "policy.decision_mode=sample"])

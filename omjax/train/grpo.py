@@ -106,6 +106,34 @@ def all_options_surrogate(dist: jax.Array, old_dist: jax.Array, dist_mask: jax.A
     return loss, clipped
 
 
+def target_kl(dist: jax.Array, ref_dist: jax.Array, dist_mask: jax.Array, option_advantage: jax.Array,
+              kl_coef: float) -> jax.Array:
+    """KL(pi* || pi_theta) to the KL-regularised optimum pi*(a) ∝ pi_ref(a) exp(A_a / kl_coef) of
+    E_pi[A] - kl_coef KL(pi || pi_ref) over an explicit menu distribution (`train.objective=target`).
+
+    Not in the paper, whose loss is the clipped surrogate. Both have pi* as their fixed point
+    when every entry's advantage is known, but the surrogate's gradient in the logits,
+    pi (A - pi.A), vanishes on entries the policy gives little mass to (a base with a favourite
+    letter hardly moves toward a well-named option at another letter), while this one's,
+    pi_theta - pi*, does not: the regression target of AWR / MPO's projection step, here with the
+    frozen base as the prior, so noise in one round's advantages averages over rounds instead of
+    compounding.
+
+    Args:
+      dist, ref_dist: [B, N] normalised log-probs over the N entries under the adapter being
+        trained and the frozen base.
+      dist_mask: [B, N] which entries are real.
+      option_advantage: [B, N] advantage of each entry.
+      kl_coef: the regularisation weight beta (> 0).
+    Returns:
+      [B] KL(pi* || pi_theta) per decision (0 once the adapter is the target).
+    """
+    logits = jnp.where(dist_mask, ref_dist + option_advantage / kl_coef, -jnp.inf)
+    target = jax.nn.log_softmax(logits, axis=-1)  # [B, N]
+    terms = jnp.where(dist_mask, jnp.exp(target) * (target - jnp.where(dist_mask, dist, 0.0)), 0.0)
+    return jnp.sum(terms, axis=-1)
+
+
 def kl_exact(logp_dist: jax.Array, ref_logp_dist: jax.Array, dist_mask: jax.Array) -> jax.Array:
     """Exact KL(pi || pi_ref) between two distributions over the same finite menu.
 

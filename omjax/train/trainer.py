@@ -193,7 +193,7 @@ class Trainer:
         self.optimizer = make_optimizer(t.lr, t.max_grad_norm, t.adam_b1, t.adam_b2, t.adam_eps)
         settings = UpdateSettings(clip_eps=t.clip_eps, kl_coef=t.kl_coef, epochs=t.epochs,
                                   minibatch_size=t.minibatch_size, kl_kind=self.policy.kl_kind,
-                                  letter_prior_coef=t.letter_prior_coef)
+                                  letter_prior_coef=t.letter_prior_coef, objective=t.objective)
         self._update_bar: tqdm | None = None
         self._in_sequence = jax.default_backend() == "cpu" and self.placement.n_devices == 1
         self.update = make_bank_update(self.policy.policy_fn, self.optimizer, settings, self.policy.prepare,

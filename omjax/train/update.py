@@ -102,6 +102,10 @@ class UpdateSettings:
     letter_prior_coef: float = 0.0
     """Weight of `grpo.letter_marginal_kl` over each minibatch (`train.letter_prior_coef`;
     letter mode only; 0 is the paper's loss)."""
+    objective: Literal["clip", "target"] = "clip"
+    """With per-slot advantages: "clip", `grpo.all_options_surrogate` + kl_coef x KL to the
+    reference (the paper's loss, in expectation over the menu); "target", `grpo.target_kl` to the
+    regularised optimum, whose kl_coef sits inside the target (`train.objective`)."""
 
 
 def make_optimizer(lr: float, max_grad_norm: float, b1: float = 0.9, b2: float = 0.999, eps: float = 1e-8):
@@ -157,12 +161,17 @@ def make_agent_update(policy_fn: PolicyFn, optimizer: optax.GradientTransformati
     def loss_fn(lora, base, inputs, old_logp, ref, advantage, valid, old_dist=None, option_adv=None):
         cur = policy_fn(base, lora, inputs)
         surrogate, ratio, clipped = grpo.clipped_surrogate(cur.logp, old_logp, advantage, settings.clip_eps)
+        kl = kl_fn(cur.dist, ref.dist, cur.dist_mask)  # [mb]
+        kl_weight = settings.kl_coef
         if option_adv is not None:  # [mb, M] per menu slot -> [mb, L*M] per (state label, slot) entry
             entry_adv = jnp.tile(option_adv, (1, cur.dist.shape[-1] // option_adv.shape[-1]))
-            surrogate, clipped = grpo.all_options_surrogate(cur.dist, old_dist, cur.dist_mask, entry_adv,
-                                                            settings.clip_eps)
-        kl = kl_fn(cur.dist, ref.dist, cur.dist_mask)  # [mb]
-        loss = grpo.masked_mean(surrogate, valid) + settings.kl_coef * grpo.masked_mean(kl, valid)
+            if settings.objective == "target":
+                surrogate = grpo.target_kl(cur.dist, ref.dist, cur.dist_mask, entry_adv, settings.kl_coef)
+                clipped, kl_weight = jnp.zeros_like(surrogate), 0.0
+            else:
+                surrogate, clipped = grpo.all_options_surrogate(cur.dist, old_dist, cur.dist_mask, entry_adv,
+                                                                settings.clip_eps)
+        loss = grpo.masked_mean(surrogate, valid) + kl_weight * grpo.masked_mean(kl, valid)
         letter_kl = (grpo.letter_marginal_kl(cur.dist, cur.dist_mask, valid) if settings.kl_kind == "exact"
                      else jnp.float32(0.0))
         if settings.letter_prior_coef:
@@ -191,9 +200,10 @@ def make_agent_update(policy_fn: PolicyFn, optimizer: optax.GradientTransformati
             _skippable_map(lambda x: policy_fn(base, lo, x), chunks, n_active))
         inputs, ref = _unchunk(chunks), _unchunk(score(None))
         all_options = batch.option_advantage is not None
-        old = _unchunk(score(lora)) if batch.old_logp is None or all_options else None
+        clip_all = all_options and settings.objective == "clip"  # the surrogate needs pi_old per entry
+        old = _unchunk(score(lora)) if batch.old_logp is None or clip_all else None
         old_logp = old.logp if batch.old_logp is None else batch.old_logp
-        old_dist = old.dist if all_options else None
+        old_dist = old.dist if clip_all else None
 
         def epoch(carry, epoch_key):
             # Valid decisions first in a seed-drawn order, padding last, so padding fills whole
@@ -212,7 +222,7 @@ def make_agent_update(policy_fn: PolicyFn, optimizer: optax.GradientTransformati
                 valid = batch.valid[rows]
                 (loss, stats), grads = grad_fn(
                     lora, base, jax.tree.map(take, inputs), old_logp[rows], jax.tree.map(take, ref),
-                    batch.advantage[rows], valid, old_dist[rows] if all_options else None,
+                    batch.advantage[rows], valid, old_dist[rows] if clip_all else None,
                     batch.option_advantage[rows] if all_options else None)
                 updates, new_opt = optimizer.update(grads, opt_state, lora)
                 new_lora = optax.apply_updates(lora, updates)

@@ -128,3 +128,27 @@ def test_all_options_surrogate_is_the_sampled_one_in_expectation():
                                              jnp.ones((1, 5), bool), a1, 0.2)[0].sum()
     g = lambda z: -jnp.sum(jax.nn.softmax(z) * a1)
     np.testing.assert_allclose(jax.grad(f)(logits), jax.grad(g)(logits), rtol=1e-5, atol=1e-7)
+
+
+def test_target_kl_is_zero_at_the_regularised_optimum_and_its_gradient_does_not_vanish():
+    """KL(pi* || pi), pi* ∝ pi_ref exp(A / beta): zero when pi is pi* (padding ignored), and its
+    logit gradient is pi - pi*, so a good slot the policy gives 1.2e-4 of its mass is pulled by
+    pi*'s share of it, where the clipped surrogate's pull, pi (A - pi.A), is 100x weaker."""
+    rng = np.random.default_rng(1)
+    mask = jnp.array([[True] * 5, [True] * 3 + [False] * 2])
+    ref = jax.nn.log_softmax(jnp.where(mask, jnp.asarray(rng.normal(size=(2, 5))), -1e9), axis=-1)
+    adv = jnp.asarray(rng.normal(size=(2, 5)))
+    beta = 0.5
+    star = jax.nn.log_softmax(jnp.where(mask, ref + adv / beta, -1e9), axis=-1)
+    np.testing.assert_allclose(grpo.target_kl(star, ref, mask, adv, beta), 0.0, atol=1e-6)
+    assert (grpo.target_kl(ref, ref, mask, adv, beta) > 0.01).all()
+    logits = jnp.array([[9.0, 0.0, 0.0, 0.0, 0.0]])  # slot 0 holds 0.9995 of the mass, the others 1.2e-4 each
+    a1 = jnp.array([[-1.0, 0.0, 0.0, 0.0, 2.0]])
+    ref1, one = jax.nn.log_softmax(logits), jnp.ones((1, 5), bool)
+    g_target = jax.grad(lambda z: grpo.target_kl(jax.nn.log_softmax(z), ref1, one, a1, beta).sum())(logits)
+    g_clip = jax.grad(lambda z: grpo.all_options_surrogate(jax.nn.log_softmax(z), jax.lax.stop_gradient(
+        jax.nn.log_softmax(z)), one, a1, 0.2)[0].sum())(logits)
+    pi_star = jax.nn.softmax(logits + a1 / beta)
+    np.testing.assert_allclose(g_target, jax.nn.softmax(logits) - pi_star, rtol=1e-5, atol=1e-6)
+    # pi*(4) = e^4 / (e^7 + 3 + e^4) = 0.047: pulled by ~0.047, against 1.2e-4 x (2 + 1) = 3.7e-4.
+    assert float(-g_target[0, 4]) > 0.04 and 0 < float(-g_clip[0, 4]) < 1e-3
