@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import pickle
 import sys
 import time
 from pathlib import Path
@@ -61,13 +62,14 @@ def centred(menu, weights: dict[str, float]) -> np.ndarray:
 
 def collect(trainer: Trainer, bank, rounds: range, weights: dict[str, float]) -> list:
     """The decisions `bank` takes in the given rounds of the run's schedule, each crediting
-    every menu entry with its centred name weight."""
+    every menu entry with its centred name weight. They keep no frozen trunk (the update's
+    `prepare` recomputes it), so a cache of them serves any `lora.*` layout."""
     cfg, out = trainer.cfg, []
     for r in rounds:
         key = jax.random.fold_in(jax.random.PRNGKey(cfg.seed), r)
         batch = collect_group(trainer.game, trainer.decider, trainer.params, trainer.placement.bank(bank),
                               cfg.train.rollouts, key[None],
-                              trainer.seeds, r, cfg.n_adapters, progress=False, keep_trunk=trainer.keep_trunk,
+                              trainer.seeds, r, cfg.n_adapters, progress=False, keep_trunk=False,
                               **trainer._segments(r))[0]
         for d in batch.decisions:
             d.option_advantages = centred(d.menu, weights).astype(np.float32)
@@ -130,6 +132,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--heldout-rounds", type=int, default=2, help="later rounds of decisions scored only")
     parser.add_argument("--fits", type=int, default=12, help="updates applied to the fitted decisions")
     parser.add_argument("--out", type=Path, default=None, help="also write the rows as jsonl here")
+    parser.add_argument("--cache", type=Path, default=None,
+                        help="pickle of the collected decisions: read if it exists (collected with the same "
+                             "weights, rounds and setting), else written after collecting")
     parser.add_argument("overrides", nargs="*", metavar="key=value", help="config overrides applied last")
     args = parser.parse_args(argv)
     if min(args.train_rounds, args.heldout_rounds, args.fits) < 1:
@@ -141,8 +146,21 @@ def main(argv: list[str] | None = None) -> int:
     state = trainer.init_state()
     bank, opt_state = state.bank, state.opt_state
     t0 = time.time()
-    fit = collect(trainer, bank, range(args.train_rounds), weights)
-    held = collect(trainer, bank, range(args.train_rounds, args.train_rounds + args.heldout_rounds), weights)
+    key = {"game": args.game, "weights": weights, "train_rounds": args.train_rounds,
+           "heldout_rounds": args.heldout_rounds, "seed": cfg.seed, "env": repr(cfg.env), "policy": repr(cfg.policy)}
+    if args.cache is not None and args.cache.exists():
+        cached = pickle.loads(args.cache.read_bytes())
+        if cached["key"] != key:
+            raise SystemExit(f"--cache {args.cache} was collected for {cached['key']}, not {key}")
+        fit, held = cached["fit"], cached["held"]
+    else:
+        fit = collect(trainer, bank, range(args.train_rounds), weights)
+        held = collect(trainer, bank, range(args.train_rounds, args.train_rounds + args.heldout_rounds), weights)
+        if args.cache is not None:
+            args.cache.parent.mkdir(parents=True, exist_ok=True)
+            tmp = args.cache.with_suffix(".tmp")
+            tmp.write_bytes(pickle.dumps({"key": key, "fit": fit, "held": held}))
+            tmp.replace(args.cache)  # a killed write leaves no half pickle under the cache's name
     print(f"weights {json.dumps({k: round(v, 2) for k, v in weights.items()})}; {len(fit)} decisions fitted, "
           f"{len(held)} held out, collected in {time.time() - t0:.0f} s", flush=True)
     reference = {f"name_soft@{b:g}": name_soft(held, b) for b in (1.0, 2.0)}
