@@ -186,13 +186,16 @@ def test_the_trainer_credits_each_decision_with_its_own_value(overcooked_model, 
                       trainer.decider, None, 2, lambda d: d.agent, 4)
 
 
-@pytest.mark.parametrize("label", ["value", "rank", "greedy", "name"])
-def test_all_options_credits_every_menu_entry(overcooked_model, tmp_path, label):
-    cfg = load_config(None, [*CFG, "train.all_options=true", f"train.q_label={label}", f"run.out_dir={tmp_path}"])
+@pytest.mark.parametrize("label,objective", [("value", "clip"), ("rank", "clip"), ("greedy", "clip"),
+                                             ("name", "clip"), ("name", "target")])
+def test_all_options_credits_every_menu_entry(overcooked_model, tmp_path, label, objective):
+    cfg = load_config(None, [*CFG, "train.all_options=true", f"train.q_label={label}", f"train.objective={objective}",
+                             f"run.out_dir={tmp_path}"])
     trainer = Trainer(cfg, model=overcooked_model)
     _, row, batch = trainer.round(trainer.init_state())
     ds = batch.decisions
     assert ds and row["updated"] and row["kl"] > 0
+    assert (row["clip_frac"] == 0) == (objective == "target")  # the target has no ratio to clip
     for d in ds:
         assert d.option_advantages.shape == (len(d.menu),)
         np.testing.assert_allclose(d.option_advantages[d.action], d.advantage, rtol=1e-5, atol=1e-6)
