@@ -2,6 +2,7 @@
 
     python experiments/name_fit.py --weights-from runs/learning_s25/overcooked_q_name/per_agent
     python experiments/name_fit.py --weights-from RUN --train-rounds 8 --heldout-rounds 2 --fits 12
+    python experiments/name_fit.py --weights-from RUN --cache runs/nf.pkl train.objective=target
 
 The eleventh Overcooked setting (`learning.py --game overcooked_q_name`) credited every menu
 entry with a critic over option names and its adapters learned nothing in 1,450 decisions. This
