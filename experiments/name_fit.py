@@ -63,8 +63,8 @@ def centred(menu, weights: dict[str, float]) -> np.ndarray:
 
 def collect(trainer: Trainer, bank, rounds: range, weights: dict[str, float]) -> list:
     """The decisions `bank` takes in the given rounds of the run's schedule, each crediting
-    every menu entry with its centred name weight. They keep no frozen trunk (the update's
-    `prepare` recomputes it), so a cache of them serves any `lora.*` layout."""
+    every menu entry with its centred name weight. They keep no frozen trunk (`prepared` adds
+    it once per set), so a cache of them serves any `lora.*` layout."""
     cfg, out = trainer.cfg, []
     for r in rounds:
         key = jax.random.fold_in(jax.random.PRNGKey(cfg.seed), r)
@@ -77,6 +77,18 @@ def collect(trainer: Trainer, bank, rounds: range, weights: dict[str, float]) ->
             d.advantage = float(d.option_advantages[d.action])
         out += batch.decisions
     return out
+
+
+def prepared(trainer: Trainer, inputs: dict) -> dict:
+    """[A, B, ...] update rows with the update's once-per-round frozen work done once
+    (`policy.prepare`: the trunk and, under `lora.scope=reply`, the prompt's cache); the update
+    and the scoring skip it on rows that carry it, so each fit runs only the adapted layers."""
+    mb, prep = trainer.cfg.train.minibatch_size, jax.jit(trainer.policy.prepare)
+    b = jax.tree.leaves(inputs)[0].shape[1]
+    per_agent = [jax.tree.map(lambda *xs: np.concatenate(xs), *[
+        jax.tree.map(np.asarray, prep(trainer.params, jax.tree.map(lambda v: jnp.asarray(v[a, lo:lo + mb]), inputs)))
+        for lo in range(0, b, mb)]) for a in range(jax.tree.leaves(inputs)[0].shape[0])]
+    return jax.tree.map(lambda *xs: np.stack(xs), *per_agent)
 
 
 def slot_probabilities(trainer: Trainer):
@@ -93,7 +105,8 @@ def scoring_rows(trainer: Trainer, decisions: list) -> tuple[dict, list[list[np.
     cfg = trainer.cfg
     batch = update_inputs(decisions, trainer.policy, trainer.decider, None, cfg.n_adapters, lambda d: d.agent,
                           cfg.train.minibatch_size)
-    return batch.inputs, [[d.option_advantages for d in decisions if d.agent == a] for a in range(cfg.n_adapters)]
+    return (prepared(trainer, batch.inputs),
+            [[d.option_advantages for d in decisions if d.agent == a] for a in range(cfg.n_adapters)])
 
 
 def expected_weight(trainer: Trainer, score, bank, rows: tuple[dict, list[list[np.ndarray]]]) -> list[float]:
@@ -170,6 +183,7 @@ def main(argv: list[str] | None = None) -> int:
     dbatch = update_inputs(fit, trainer.policy, trainer.decider, None, cfg.n_adapters, lambda d: d.agent,
                            t.minibatch_size, t.update_rows, t.update_tokens)
     active = active_minibatches(dbatch.valid, t.minibatch_size)
+    dbatch = dbatch.replace(inputs=prepared(trainer, dbatch.inputs))
     dbatch = trainer.placement.split(dbatch)
     rows, score = [], slot_probabilities(trainer)
     scored = {"heldout": scoring_rows(trainer, held), "fitted": scoring_rows(trainer, fit)}

@@ -436,9 +436,10 @@ def test_name_fit_scores_the_adapters_expected_name_weight(tiny_model_dir, tmp_p
     args = ["--weights-from", str(run), "--train-rounds", "1", "--heldout-rounds", "1", "--fits", "1",
             "--out", str(tmp_path / "fit.jsonl"), *tiny(tiny_model_dir), "env.horizon=12", "train.segment=4",
             "lora.top_layers=1", "train.q_rollouts=1", "train.q_horizon=1", "train.update_rows=0",
-            "train.update_tokens=0"]
+            "train.update_tokens=0", "--cache", str(tmp_path / "decisions.pkl")]
     assert name_fit.main(args) == 0
     result = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert (tmp_path / "decisions.pkl").exists()
     assert result["fitted_decisions"] > 0 and result["heldout_decisions"] > 0
     soft1, soft2 = result["reference"]["name_soft@1"], result["reference"]["name_soft@2"]
     assert all(0 <= a <= b for a, b in zip(soft1, soft2))  # a stronger preference for the weights scores higher
@@ -447,6 +448,13 @@ def test_name_fit_scores_the_adapters_expected_name_weight(tiny_model_dir, tmp_p
     assert all(np.isfinite(r["heldout"]).all() and np.isfinite(r["fitted"]).all() for r in rows)
     assert rows[1]["fitted"] != rows[0]["fitted"]  # the update moved the adapters it fitted
     assert [json.loads(x)["fit"] for x in (tmp_path / "fit.jsonl").read_text().splitlines()] == [0, 1]
+    # A second run reads the same decisions from the cache: the base scores them alike.
+    assert name_fit.main(args) == 0
+    again = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert again["fitted_decisions"] == result["fitted_decisions"]
+    np.testing.assert_allclose(again["rows"][0]["fitted"], rows[0]["fitted"], rtol=1e-5)
+    with pytest.raises(SystemExit, match="was collected for"):  # other rounds than the cache's
+        name_fit.main([*args[:3], "2", *args[4:]])
     (run / "metrics.jsonl").write_text(json.dumps({"round": 0}) + "\n")  # not a train.q_label=name run
     with pytest.raises(SystemExit, match="no q_name_weights"):
         name_fit.main(args)
