@@ -17,6 +17,9 @@ fit it scores every decision of `--heldout-rounds` later rounds (never fitted on
 ones, and prints each agent's expected centred weight under its policy: 0 for uniform picks over
 the menu, what `name_soft` at beta 1 and 2 (`experiments/menu_policies.py`) would give on the
 same menus, and the base's own. Ends with one JSON line; `--out` also writes it as jsonl.
+`--adapters-from RUN --fits 0` scores a training run's latest adapters on the same base
+decisions instead: what that run taught, on states it may never have visited. `--cache` keeps
+the collected decisions (their collection is most of a short run's time).
 """
 
 from __future__ import annotations
@@ -38,6 +41,7 @@ import common  # noqa: E402
 from learning import SETTINGS  # noqa: E402
 
 from omjax.config import load_config  # noqa: E402
+from omjax.train.checkpoint import Checkpointer  # noqa: E402
 from omjax.train.metrics import read_jsonl  # noqa: E402
 from omjax.train.rollout import collect_group, update_inputs  # noqa: E402
 from omjax.train.trainer import Trainer  # noqa: E402
@@ -146,19 +150,29 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--heldout-rounds", type=int, default=2, help="later rounds of decisions scored only")
     parser.add_argument("--fits", type=int, default=12, help="updates applied to the fitted decisions")
     parser.add_argument("--out", type=Path, default=None, help="also write the rows as jsonl here")
+    parser.add_argument("--adapters-from", type=Path, default=None,
+                        help="a training run directory of the same setting: score (and fit on from) its latest "
+                             "checkpoint's adapters instead of fresh ones; with --fits 0, only score them")
     parser.add_argument("--cache", type=Path, default=None,
                         help="pickle of the collected decisions: read if it exists (collected with the same "
                              "weights, rounds and setting), else written after collecting")
     parser.add_argument("overrides", nargs="*", metavar="key=value", help="config overrides applied last")
     args = parser.parse_args(argv)
-    if min(args.train_rounds, args.heldout_rounds, args.fits) < 1:
-        raise SystemExit("--train-rounds, --heldout-rounds and --fits must be >= 1")
+    if min(args.train_rounds, args.heldout_rounds) < 1 or args.fits < (0 if args.adapters_from else 1):
+        raise SystemExit("--train-rounds, --heldout-rounds and --fits must be >= 1 (--fits 0 only with "
+                         "--adapters-from)")
     weights = mean_weights(args.weights_from)
     setting = SETTINGS[args.game]
     cfg = load_config(common.CONFIGS / setting.config, [*setting.overrides, "run.progress=false", *args.overrides])
     trainer = Trainer(cfg, model=None)
     state = trainer.init_state()
     bank, opt_state = state.bank, state.opt_state
+    if args.adapters_from is not None:  # decisions are still collected by the base (fresh `bank`)
+        ckpt = Checkpointer(args.adapters_from)
+        if ckpt.latest_round() is None:
+            raise SystemExit(f"{args.adapters_from} holds no checkpoint")
+        restored = ckpt.restore(state)
+        print(f"adapters of {args.adapters_from}, checkpoint of round {restored.step}", flush=True)
     t0 = time.time()
     key = {"game": args.game, "weights": weights, "train_rounds": args.train_rounds,
            "heldout_rounds": args.heldout_rounds, "seed": cfg.seed, "env": repr(cfg.env), "policy": repr(cfg.policy)}
@@ -185,6 +199,8 @@ def main(argv: list[str] | None = None) -> int:
     active = active_minibatches(dbatch.valid, t.minibatch_size)
     dbatch = dbatch.replace(inputs=prepared(trainer, dbatch.inputs))
     dbatch = trainer.placement.split(dbatch)
+    if args.adapters_from is not None:
+        bank, opt_state = restored.state.bank, restored.state.opt_state
     rows, score = [], slot_probabilities(trainer)
     scored = {"heldout": scoring_rows(trainer, held), "fitted": scoring_rows(trainer, fit)}
     for i in range(args.fits + 1):

@@ -455,6 +455,25 @@ def test_name_fit_scores_the_adapters_expected_name_weight(tiny_model_dir, tmp_p
     np.testing.assert_allclose(again["rows"][0]["fitted"], rows[0]["fitted"], rtol=1e-5)
     with pytest.raises(SystemExit, match="was collected for"):  # other rounds than the cache's
         name_fit.main([*args[:3], "2", *args[4:]])
+    # --adapters-from: a run's latest checkpoint is scored (here one whose adapters are not the base).
+    import common
+    from omjax.config import load_config
+    from omjax.train.checkpoint import Checkpointer
+    from omjax.train.trainer import Trainer
+
+    setting = name_fit.SETTINGS["overcooked_q_name"]
+    cfg = load_config(common.CONFIGS / setting.config, [*setting.overrides, "run.progress=false", *args[10:-2]])
+    state = Trainer(cfg, model=None).init_state()
+    state = state.replace(bank=jax.tree.map(lambda x: x + 0.5 * jax.random.normal(jax.random.key(3), x.shape),
+                                            state.bank))
+    Checkpointer(tmp_path / "trained").save(state, {"round": 1})
+    assert name_fit.main([*args, "--adapters-from", str(tmp_path / "trained"), "--fits", "0"]) == 0
+    scored = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert [r["fit"] for r in scored["rows"]] == [0] and scored["rows"][0]["fitted"] != rows[0]["fitted"]
+    with pytest.raises(SystemExit, match="holds no checkpoint"):
+        name_fit.main([*args, "--adapters-from", str(tmp_path / "empty"), "--fits", "0"])
+    with pytest.raises(SystemExit, match="--fits 0 only with"):
+        name_fit.main([*args, "--fits", "0"])
     (run / "metrics.jsonl").write_text(json.dumps({"round": 0}) + "\n")  # not a train.q_label=name run
     with pytest.raises(SystemExit, match="no q_name_weights"):
         name_fit.main(args)
