@@ -276,7 +276,9 @@ SETTINGS = {
     # surrogate: +0.03 / +0.07 in ~150) and held-out ones of rounds 4-5 to +0.02 / +0.12 (beta 1:
     # +0.24 / +0.25), still rising; at lr 6e-3 its first ~24 steps moved the policy 5x as far (KL
     # 0.15 against 0.03) and the fitted weight no further (-0.00 / +0.02), so the lr stays;
-    # `name_fit/README.md`.
+    # `name_fit/README.md`. (Found after: KL to the base 0.04-0.18, the picks' name weight at 0
+    # throughout, and on fixed base decisions the final adapters scored no higher than the base;
+    # held out 0.06 vs 0.12, p = 0.58; `learning_pilots.md`, session 26.)
     "overcooked_q_target": Setting("quickstart_overcooked_smollm2.yaml",
                                    (*_Q_REPLY, "train.q_label=name", "train.kl_coef=0.5", "train.objective=target"),
                                    "deliveries", eval_episodes=16, eval_batch=16),
