@@ -116,8 +116,8 @@ def target_kl(dist: jax.Array, ref_dist: jax.Array, dist_mask: jax.Array, option
     pi (A - pi.A), vanishes on entries the policy gives little mass to (a base with a favourite
     letter hardly moves toward a well-named option at another letter), while this one's,
     pi_theta - pi*, does not: the regression target of AWR / MPO's projection step, here with the
-    frozen base as the prior, so noise in one round's advantages averages over rounds instead of
-    compounding.
+    frozen base as the prior. The target depends on pi_ref and the advantages only, not on the
+    policy that collected the decision.
 
     Args:
       dist, ref_dist: [B, N] normalised log-probs over the N entries under the adapter being
