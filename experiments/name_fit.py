@@ -194,11 +194,11 @@ def main(argv: list[str] | None = None) -> int:
     reference = {f"name_soft@{b:g}": name_soft(held, b) for b in (1.0, 2.0)}
     print(f"held-out reference: {json.dumps({k: [round(x, 3) for x in v] for k, v in reference.items()})}")
     t = cfg.train
-    dbatch = update_inputs(fit, trainer.policy, trainer.decider, None, cfg.n_adapters, lambda d: d.agent,
-                           t.minibatch_size, t.update_rows, t.update_tokens)
-    active = active_minibatches(dbatch.valid, t.minibatch_size)
-    dbatch = dbatch.replace(inputs=prepared(trainer, dbatch.inputs))
-    dbatch = trainer.placement.split(dbatch)
+    if args.fits:
+        dbatch = update_inputs(fit, trainer.policy, trainer.decider, None, cfg.n_adapters, lambda d: d.agent,
+                               t.minibatch_size, t.update_rows, t.update_tokens)
+        active = active_minibatches(dbatch.valid, t.minibatch_size)
+        dbatch = trainer.placement.split(dbatch.replace(inputs=prepared(trainer, dbatch.inputs)))
     if args.adapters_from is not None:
         bank, opt_state = restored.state.bank, restored.state.opt_state
     rows, score = [], slot_probabilities(trainer)
