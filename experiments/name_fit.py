@@ -88,10 +88,12 @@ def prepared(trainer: Trainer, inputs: dict) -> dict:
     (`policy.prepare`: the trunk and, under `lora.scope=reply`, the prompt's cache); the update
     and the scoring skip it on rows that carry it, so each fit runs only the adapted layers."""
     mb, prep = trainer.cfg.train.minibatch_size, jax.jit(trainer.policy.prepare)
-    b = jax.tree.leaves(inputs)[0].shape[1]
-    per_agent = [jax.tree.map(lambda *xs: np.concatenate(xs), *[
-        jax.tree.map(np.asarray, prep(trainer.params, jax.tree.map(lambda v: jnp.asarray(v[a, lo:lo + mb]), inputs)))
-        for lo in range(0, b, mb)]) for a in range(jax.tree.leaves(inputs)[0].shape[0])]
+    n_agents, b = jax.tree.leaves(inputs)[0].shape[:2]
+    per_agent = []
+    for a in range(n_agents):
+        chunks = [prep(trainer.params, jax.tree.map(lambda v: jnp.asarray(v[a, lo:lo + mb]), inputs))
+                  for lo in range(0, b, mb)]  # one compiled shape: b is a multiple of mb
+        per_agent.append(jax.tree.map(lambda *xs: np.concatenate([np.asarray(x) for x in xs]), *chunks))
     return jax.tree.map(lambda *xs: np.stack(xs), *per_agent)
 
 
