@@ -220,6 +220,8 @@ ADVANTAGES = ("episode", "reward_to_go", "uniform_q")
 Q_LABELS = ("value", "rank", "greedy", "name")
 #: What `train.objective` may name (`omjax.train.update.UpdateSettings.objective`).
 OBJECTIVES = ("clip", "target")
+#: What `train.name_critic` may name.
+NAME_CRITICS = ("round", "pooled")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -317,6 +319,13 @@ class TrainConfig:
     regularised optimum is pi_ref(a) exp(w[name(a)] / kl_coef), the `name_soft` policy of
     `experiments/menu_policies.py` at beta = 1 / kl_coef on top of the base. Not in the paper."""
 
+    name_critic: str = "round"
+    """`q_label=name`: which decisions the critic over names averages. "round": the round's own,
+    so its weights follow the round's root state (`segment`) and swing by ~1 sd from round to
+    round. "pooled": every decision's labels since the run began (running per-name counts and
+    sums in `TrainState.critic`, checkpointed and resumed with the run), so the regularised
+    optimum the update aims at settles as the run goes on. Not in the paper."""
+
     all_options: bool = False
     """Letter mode with `advantage=uniform_q`: the clipped surrogate is taken in expectation over
     every menu entry, each with its own advantage, under the policy the update starts from
@@ -387,6 +396,11 @@ class TrainConfig:
                f"must be one of {', '.join(map(repr, ADVANTAGES))}, got {self.advantage!r}")
         _check(self.q_label in Q_LABELS, "train.q_label",
                f"must be one of {', '.join(map(repr, Q_LABELS))}, got {self.q_label!r}")
+        _check(self.name_critic in NAME_CRITICS, "train.name_critic",
+               f"must be one of {', '.join(map(repr, NAME_CRITICS))}, got {self.name_critic!r}")
+        _check(self.name_critic == "round" or (self.advantage == "uniform_q" and self.q_label == "name"),
+               "train.name_critic", "pooled pools the critic over option names: it needs "
+               f"train.advantage=uniform_q and train.q_label=name, got {self.advantage} / {self.q_label}")
         _check(self.q_horizon >= 1, "train.q_horizon", f"must be >= 1, got {self.q_horizon}")
         _check(self.q_rollouts >= 1, "train.q_rollouts", f"must be >= 1, got {self.q_rollouts}")
         _check(self.segment >= 0, "train.segment", f"must be >= 0, got {self.segment}")

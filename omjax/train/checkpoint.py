@@ -42,6 +42,9 @@ class TrainState:
     """int32 [] number of finished rounds."""
     best_return: jax.Array
     """float32 [] best mean team return of a finished round (-inf before any)."""
+    critic: Any = None
+    """`train.name_critic=pooled`: the critic over option names' running statistics, float32
+    [n_names, 3] (`continuation.name_stats`, names in the library schema's order); None otherwise."""
 
 
 MANIFEST = "omjax_manifest.json"

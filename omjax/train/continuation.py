@@ -22,6 +22,7 @@ steps of the jitted, vmapped executor (`estimate`).
 from __future__ import annotations
 
 import functools
+from collections.abc import Sequence
 
 import jax
 import jax.numpy as jnp
@@ -147,6 +148,38 @@ def entry_labels(q: np.ndarray, label: str = "value") -> np.ndarray:
     return (below + (ties - 1) / 2 - (n - 1) / 2) / (n - 1)
 
 
+def name_stats(names: list[list[str]], labels: list[np.ndarray], order: Sequence[str]) -> np.ndarray:
+    """The sufficient statistics of the critic over names (`name_weights`): per name of `order`,
+    the count, sum and sum of squares of its entries' labels, float64 [len(order), 3]. Adding two
+    sets' statistics gives those of their union (`train.name_critic=pooled`).
+
+    Args: as `name_weights`; `order` lists every name a menu may hold (a name outside it is an error).
+    """
+    index = {n: i for i, n in enumerate(order)}
+    stats = np.zeros((len(order), 3))
+    for ns, lab in zip(names, labels):
+        if len(ns) > 1:
+            for n, a in zip(ns, lab):
+                if n not in index:
+                    raise ValueError(f"option {n!r} is not one of the critic's names {', '.join(order)}")
+                stats[index[n]] += (1.0, float(a), float(a) ** 2)
+    return stats
+
+
+def weights_from_stats(stats: np.ndarray, order: Sequence[str]) -> tuple[dict[str, float], float, float]:
+    """`name_weights` from `name_stats` float [N, 3]: ({name: mean label / sd}, R^2, sd), over
+    the names with at least one label."""
+    count, total, squares = np.asarray(stats, np.float64).T  # [N] each
+    if count.sum() == 0:
+        raise ValueError("the critic over names holds no label: no decision offered two options")
+    mean = total.sum() / count.sum()
+    sd = float(np.sqrt(max(squares.sum() / count.sum() - mean ** 2, 0.0)))
+    seen = count > 0
+    within = (squares[seen] - total[seen] ** 2 / count[seen]).sum() / count.sum()  # within-name variance
+    r2 = 1.0 - float(within) / sd ** 2 if sd > 0 else 0.0
+    return {n: float(total[i] / count[i]) / (sd or 1.0) for i, n in enumerate(order) if seen[i]}, r2, sd
+
+
 def name_weights(names: list[list[str]], labels: list[np.ndarray]) -> tuple[dict[str, float], float, float]:
     """A tabular critic over option names: the mean label of each name over a set of decisions,
     in units of the sd of all their labels (`train.q_label=name`; `experiments/menu_policies.py`
@@ -159,15 +192,7 @@ def name_weights(names: list[list[str]], labels: list[np.ndarray]) -> tuple[dict
     Returns:
       ({name: weight}, R^2 the share of the labels' variance the names explain, sd of the labels).
     """
-    by_name: dict[str, list[float]] = {}
-    for ns, lab in zip(names, labels):
-        if len(ns) > 1:
-            for n, a in zip(ns, lab):
-                by_name.setdefault(n, []).append(float(a))
-    if not by_name:
+    order = sorted({n for ns in names if len(ns) > 1 for n in ns})
+    if not order:
         raise ValueError(f"none of the {len(names)} decisions offered two options: no name has a label")
-    every = np.concatenate([np.asarray(v) for v in by_name.values()])
-    within = np.concatenate([np.asarray(v) - np.mean(v) for v in by_name.values()])
-    sd = float(np.std(every))
-    r2 = 1.0 - float(np.var(within)) / sd ** 2 if sd > 0 else 0.0
-    return {n: float(np.mean(v)) / (sd or 1.0) for n, v in sorted(by_name.items())}, r2, sd
+    return weights_from_stats(name_stats(names, labels, order), order)

@@ -196,9 +196,11 @@ class Trainer:
                                   letter_prior_coef=t.letter_prior_coef, objective=t.objective)
         self._update_bar: tqdm | None = None
         self._in_sequence = jax.default_backend() == "cpu" and self.placement.n_devices == 1
+        # The update's progress bar is fed by a host callback per gradient step; without a bar
+        # the program carries none.
+        on_step = (lambda: self._update_bar is not None and self._update_bar.update()) if cfg.run.progress else None
         self.update = make_bank_update(self.policy.policy_fn, self.optimizer, settings, self.policy.prepare,
-                                       on_step=lambda: self._update_bar is not None and self._update_bar.update(),
-                                       in_sequence=self._in_sequence)
+                                       on_step=on_step, in_sequence=self._in_sequence)
         self._init = jax.jit(self._init_one)
         self.writes_files = jax.process_index() == 0
         """Whether this process writes the run's files besides checkpoints (in a multi-host run
@@ -225,8 +227,10 @@ class Trainer:
         shapes = self.model.family.lora_shapes(self.model.config)
         key, k_lora = jax.random.split(jax.random.PRNGKey(seed))
         bank = lora_lib.init_lora(k_lora, shapes, self.lora_cfg, n_agents=self.cfg.n_adapters)
+        critic = (jnp.zeros((len(self.q_values.lib.schema.option_names), 3), jnp.float32)
+                  if self.cfg.train.name_critic == "pooled" else None)
         return TrainState(bank=bank, opt_state=init_opt_state(self.optimizer, bank), key=key,
-                          round=jnp.int32(0), best_return=jnp.float32(-jnp.inf))
+                          round=jnp.int32(0), best_return=jnp.float32(-jnp.inf), critic=critic)
 
     def init_states(self) -> list[TrainState]:
         """Per seed: fresh adapters (A from the seed, B zero), Adam state, RNG; one compiled program."""
@@ -263,9 +267,11 @@ class Trainer:
                                      f"{', '.join(map(str, self.seeds))}: {err}") from err
         t1 = time.time()
         advs, zeros, q_rows = [], [], [{} for _ in batches]
+        critics = [st.critic for st in states]
         for s, b in enumerate(batches):
             if self.q_values is not None and cfg.train.train:
-                adv, zero, q_rows[s] = self._own_advantages(b, jax.random.fold_in(splits[s][1], 1))  # [K]
+                adv, zero, q_rows[s], critics[s] = self._own_advantages(b, jax.random.fold_in(splits[s][1], 1),
+                                                                        critics[s])  # [K]
             elif cfg.train.advantage == "reward_to_go":
                 adv, zero = _advantages_to_go(jnp.asarray(b.rewards, jnp.float32))  # [K, T]
             else:
@@ -319,12 +325,13 @@ class Trainer:
             row.update(time_rollout_s=t1 - t0, time_update_s=t2 - t1, time_s=t2 - t0)
             best = row["best"]
             out_states.append(TrainState(bank=new_banks[s], opt_state=new_opts[s], key=splits[s][0],
-                                         round=jnp.int32(r + 1),
+                                         round=jnp.int32(r + 1), critic=critics[s],
                                          best_return=jnp.float32(row["team_return_mean"]) if best else st.best_return))
             rows.append(row)
         return out_states, rows, batches
 
-    def _own_advantages(self, batch: RolloutBatch, key: jax.Array) -> tuple[np.ndarray, bool, dict]:
+    def _own_advantages(self, batch: RolloutBatch, key: jax.Array,
+                        critic: jax.Array | None) -> tuple[np.ndarray, bool, dict, jax.Array | None]:
         """`train.advantage=uniform_q`: sets each decision's `advantage` to its picked entry's label
         (`train.q_label`, `continuation.entry_labels`; "value": Q_u(s, a) - V_u(s)) over the
         round's standard deviation of them ("name": the round's name critic, already in units of
@@ -332,11 +339,12 @@ class Trainer:
         Returns the rollouts' mean advantage [K] (for the metrics row), whether they are all alike,
         and the row's extra fields: the mean raw label of the options picked (0 for uniform picks;
         it rises as the policy prefers what Q_u rates), the scale divided out, and under "name" the
-        critic's weights, the share of the labels' variance it explains and the labels' sd."""
+        critic's weights, the share of the labels' variance it explains and the labels' sd; last,
+        `critic` (`TrainState.critic`, `train.name_critic=pooled`) with the round's labels added."""
         ds = batch.decisions
         k = len(batch.returns)
         if not ds:
-            return np.zeros(k), True, {"q_adv_mean": None, "q_adv_sd": None}
+            return np.zeros(k), True, {"q_adv_mean": None, "q_adv_sd": None}, critic
         q, shown = self.q_values.estimate([d.snapshot for d in ds], [d.agent for d in ds], key)  # [D, I]
         q_label, extra = self.cfg.train.q_label, {}
         per_menu = "value" if q_label == "name" else q_label
@@ -345,7 +353,13 @@ class Trainer:
         names = [[it.opt for it in d.menu] for d in ds] if q_label == "name" else []
         if any(len(ns) > 1 for ns in names):
             # The round's critic over names, already in units of the labels' sd.
-            weights, r2, label_sd = continuation.name_weights(names, labels)
+            if critic is None:
+                weights, r2, label_sd = continuation.name_weights(names, labels)
+            else:  # every round's labels so far, this one's included
+                order = self.q_values.lib.schema.option_names
+                stats = np.asarray(critic, np.float64) + continuation.name_stats(names, labels, order)  # [N, 3]
+                critic = jnp.asarray(stats, jnp.float32)
+                weights, r2, label_sd = continuation.weights_from_stats(stats, order)
             w = [np.array([weights[n] for n in ns]) if len(ns) > 1 else np.zeros(1) for ns in names]
             labels = [x - x.mean() for x in w]
             extra = {"q_name_weights": weights, "q_name_r2": r2, "q_label_sd": label_sd}
@@ -360,7 +374,7 @@ class Trainer:
         rollout = [d.rollout for d in ds]
         per_rollout = (np.bincount(rollout, weights=[d.advantage for d in ds], minlength=k)
                        / np.maximum(np.bincount(rollout, minlength=k), 1))  # [K]
-        return per_rollout, zero, {"q_adv_mean": float(np.mean(raw)), "q_adv_sd": sd, **extra}
+        return per_rollout, zero, {"q_adv_mean": float(np.mean(raw)), "q_adv_sd": sd, **extra}, critic
 
     def _segments(self, r: int) -> dict:
         """`collect_group`'s segment arguments for round `r` (none under `train.segment=0`)."""

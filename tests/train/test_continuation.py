@@ -9,7 +9,9 @@ import pytest
 from omjax.config import Q_LABELS, ConfigError, load_config
 from omjax.games.registry import make_game
 from omjax.options.libraries import resolve_library
-from omjax.train.continuation import ENTRY_LABELS, UniformQ, baseline, entry_labels, name_weights
+from omjax.train.checkpoint import Checkpointer
+from omjax.train.continuation import (ENTRY_LABELS, UniformQ, baseline, entry_labels, name_stats, name_weights,
+                                     weights_from_stats)
 from omjax.train.rollout import update_inputs
 from omjax.train.trainer import Trainer
 from tests.eval.tiny_model import write_tiny_llama
@@ -148,6 +150,10 @@ def test_config_checks():
         load_config(None, ["train.q_label=argmax"])
     with pytest.raises(ConfigError, match="uniform_q simulates continuations"):
         load_config(None, ["env.game=cleanup", "env.n_agents=7", "train.advantage=uniform_q"])
+    with pytest.raises(ConfigError, match="train.name_critic"):
+        load_config(None, ["train.name_critic=running"])
+    with pytest.raises(ConfigError, match="pooled pools the critic over option names: it needs"):
+        load_config(None, ["train.advantage=uniform_q", "train.name_critic=pooled"])  # q_label value
 
 
 @pytest.fixture(scope="module")
@@ -222,6 +228,46 @@ def test_all_options_credits_every_menu_entry(overcooked_model, tmp_path, label,
     assert (dbatch.option_advantage[0, 0, len(first.menu):] == 0).all()
     with pytest.raises(ConfigError, match="train.all_options"):
         load_config(None, [*CFG, "train.all_options=true", "train.letter_baseline=true"])
+
+
+def test_pooled_name_critic_averages_every_round_so_far(overcooked_model, tmp_path):
+    """`train.name_critic=pooled`: round r's weights are the critic over names fitted to the value
+    labels of rounds 0..r together, the statistics ride in the checkpointed state, and round 0's
+    weights are the per-round critic's."""
+    cfg = load_config(None, [*CFG, "train.all_options=true", "train.q_label=name", "train.name_critic=pooled",
+                             f"run.out_dir={tmp_path}"])
+    trainer = Trainer(cfg, model=overcooked_model)
+    order = trainer.q_values.lib.schema.option_names
+    state0 = trainer.init_state()
+    assert state0.critic.shape == (len(order), 3) and not np.asarray(state0.critic).any()
+
+    def round_stats(state, batch):  # the round's value labels, recomputed from its snapshots and key
+        ds = batch.decisions
+        key = jax.random.fold_in(jax.random.split(state.key, 3)[1], 1)
+        q, _ = trainer.q_values.estimate([d.snapshot for d in ds], [d.agent for d in ds], key)
+        labels = [entry_labels(q[j, [it.index for it in d.menu]], "value") for j, d in enumerate(ds)]
+        names = [[it.opt for it in d.menu] for d in ds]
+        return names, labels, name_stats(names, labels, order)
+
+    state1, row1, batch1 = trainer.round(state0)
+    names1, labels1, stats1 = round_stats(state0, batch1)
+    assert row1["q_name_weights"] == pytest.approx(name_weights(names1, labels1)[0], rel=1e-5)
+    np.testing.assert_allclose(np.asarray(state1.critic), stats1, rtol=1e-6)
+    assert stats1[:, 0].sum() == sum(len(ns) for ns in names1 if len(ns) > 1)
+    state2, row2, batch2 = trainer.round(state1)
+    _, _, stats2 = round_stats(state1, batch2)
+    pooled, r2, sd = weights_from_stats(stats1 + stats2, order)
+    assert row2["q_name_weights"] == pytest.approx(pooled, rel=1e-5)
+    assert row2["q_name_r2"] == pytest.approx(r2, rel=1e-4) and row2["q_label_sd"] == pytest.approx(sd, rel=1e-5)
+    for d in batch2.decisions:  # each entry credited with its name's pooled weight, less the menu's mean
+        if len(d.menu) > 1:
+            w = np.array([pooled[it.opt] for it in d.menu])
+            np.testing.assert_allclose(d.option_advantages, w - w.mean(), rtol=1e-4, atol=1e-6)
+    ckpt = Checkpointer(tmp_path / "ckpt")
+    ckpt.save(state2, {"round": 2})
+    restored = ckpt.restore(trainer.init_state()).state
+    ckpt.close()
+    np.testing.assert_array_equal(np.asarray(restored.critic), np.asarray(state2.critic))
 
 
 def test_all_options_with_relettered_copies_under_reply_scope(overcooked_model, tmp_path):

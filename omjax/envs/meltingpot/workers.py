@@ -120,8 +120,8 @@ class EnvPool:
             try:
                 self._conns[slot].send(cmd)
                 sent.append(slot)
-            except (BrokenPipeError, OSError) as err:
-                self._results[slot] = self._crash(slot, f"worker unreachable: {err!r}")
+            except (BrokenPipeError, OSError) as err:  # the worker's end is closed: it has died
+                self._results[slot] = self._crash(slot, f"worker died: {err!r}")
         for slot in sent:
             try:
                 status, payload = self._conns[slot].recv()
