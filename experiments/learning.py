@@ -9,6 +9,7 @@
     python experiments/learning.py --cpu --game overcooked_seg10_rtg   # the same on 10-step segments of 150
     python experiments/learning.py --cpu --game overcooked_q_reply     # per-option credit, adapters on the reply
     python experiments/learning.py --cpu --game overcooked_q_reply_aug # the same, one relettered copy per decision
+    python experiments/learning.py --cpu --game overcooked_q_pooled    # name critic pooled over rounds, 8 epochs
     python experiments/learning.py --cpu --game cleanup                # Melting Pot, 7 agents
     python experiments/learning.py --cpu --render-only                 # report from finished runs
     python experiments/learning.py --cpu --root R2 --eval-seed0 10016  # replay on fresh held-out seeds
@@ -281,6 +282,21 @@ SETTINGS = {
     # held out 0.06 vs 0.12, p = 0.58; `learning_pilots.md`, session 26.)
     "overcooked_q_target": Setting("quickstart_overcooked_smollm2.yaml",
                                    (*_Q_REPLY, "train.q_label=name", "train.kl_coef=0.5", "train.objective=target"),
+                                   "deliveries", eval_episodes=16, eval_batch=16),
+    # The thirteenth setting (session 28): the twelfth with the name critic pooled over every
+    # round so far (`train.name_critic=pooled`, not in the paper) and 8 passes over each round's
+    # decisions (`train.epochs=8`, was 2), 24 rounds (was 30) to pay for them. Chosen from the
+    # twelfth's training data and `name_fit` only (no held-out episode of it played): a round's
+    # name weights followed its root state (correlation with the run's mean weights 0.77 in the
+    # median round, below 0.4 in 7 of 30) while the running mean settles (0.95 after 11 rounds);
+    # on fixed decisions 8 passes under one set of weights moved the fitted decisions' name weight
+    # by +0.15 / +0.21 sd where the run's 2 passes over fresh ones moved it by 0. Round cost, from
+    # the twelfth's (rollouts ~30 s, update ~17 s + ~1.1 s per grad step, 6-8 steps per agent per
+    # 2 epochs) and round 0 of a pilot (24 steps per agent, update 68 s with its compile): ~110 s,
+    # so 24 rounds (~45 min) and the trained evaluation (~29 min) fit the 90 minutes.
+    "overcooked_q_pooled": Setting("quickstart_overcooked_smollm2.yaml",
+                                   (*_Q_REPLY, "train.q_label=name", "train.kl_coef=0.5", "train.objective=target",
+                                    "train.name_critic=pooled", "train.epochs=8", "train.rounds=24"),
                                    "deliveries", eval_episodes=16, eval_batch=16),
     # Seven agents, 8-step episodes (the quick-start's): rounds take minutes, so few of them.
     "cleanup": Setting(
