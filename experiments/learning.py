@@ -10,6 +10,7 @@
     python experiments/learning.py --cpu --game overcooked_q_reply     # per-option credit, adapters on the reply
     python experiments/learning.py --cpu --game overcooked_q_reply_aug # the same, one relettered copy per decision
     python experiments/learning.py --cpu --game overcooked_q_pooled    # name critic pooled over rounds, 8 epochs
+    python experiments/learning.py --cpu --game overcooked_q_pooled40  # the same, 40 rounds
     python experiments/learning.py --cpu --game cleanup                # Melting Pot, 7 agents
     python experiments/learning.py --cpu --render-only                 # report from finished runs
     python experiments/learning.py --cpu --root R2 --eval-seed0 10016  # replay on fresh held-out seeds
@@ -294,6 +295,9 @@ SETTINGS = {
     # the twelfth's (rollouts ~30 s, update ~17 s + ~1.1 s per grad step, 6-8 steps per agent per
     # 2 epochs) and round 0 of a pilot (24 steps per agent, update 68 s with its compile): ~110 s,
     # so 24 rounds (~45 min) and the trained evaluation (~29 min) fit the 90 minutes.
+    # (Found after: the picks' centred name weight rose to +0.08 / +0.16 sd in rounds 16-23, idle
+    # picks 0.43 / 0.41 against 0.50 / 0.53 uniform; held out 0.25 vs 0.12, p = 0.39;
+    # `learning_pilots.md`, session 28.)
     "overcooked_q_pooled": Setting("quickstart_overcooked_smollm2.yaml",
                                    (*_Q_REPLY, "train.q_label=name", "train.kl_coef=0.5", "train.objective=target",
                                     "train.name_critic=pooled", "train.epochs=8", "train.rounds=24"),
@@ -307,6 +311,9 @@ SETTINGS = {
     # evaluation takes ~29 min, so 16 more rounds (~21 min) keep the script near 84 minutes.
     # Resuming the thirteenth's round-24 checkpoint gives the same run (resume is exact:
     # `test_kill_and_resume_reproduces_uninterrupted_metrics`).
+    # (Found after: the picks' name weight stopped rising, +0.15 / +0.11 in rounds 24-31 and
+    # +0.10 / +0.02 in 32-39; held out 0.06 vs 0.12, p = 0.58, the thirteenth's 0.25 noise;
+    # `learning_pilots.md`, session 28.)
     "overcooked_q_pooled40": Setting("quickstart_overcooked_smollm2.yaml",
                                      (*_Q_REPLY, "train.q_label=name", "train.kl_coef=0.5", "train.objective=target",
                                       "train.name_critic=pooled", "train.epochs=8", "train.rounds=40"),
