@@ -87,6 +87,9 @@ _H10 = ("env.layout=asymmetric_advantages", "env.horizon=10", "env.reward_shapin
 _Q_REPLY = (*_H10, "env.horizon=150", "train.advantage=uniform_q", "train.q_horizon=20", "train.q_rollouts=32",
             "train.all_options=true", "train.letter_baseline=false", "train.segment=30", "train.rollouts=2",
             "train.rounds=30", "train.epochs=2", "lora.scope=reply")
+# The thirteenth setting's keys (below); the fourteenth runs it longer.
+_POOLED = (*_Q_REPLY, "train.q_label=name", "train.kl_coef=0.5", "train.objective=target", "train.name_critic=pooled",
+           "train.epochs=8")
 
 SETTINGS = {
     # Asymmetric Advantages: each cook has its own onions, pot and serving window, and a
@@ -298,10 +301,8 @@ SETTINGS = {
     # (Found after: the picks' centred name weight rose to +0.08 / +0.16 sd in rounds 16-23, idle
     # picks 0.43 / 0.41 against 0.50 / 0.53 uniform; held out 0.25 vs 0.12, p = 0.39;
     # `learning_pilots.md`, session 28.)
-    "overcooked_q_pooled": Setting("quickstart_overcooked_smollm2.yaml",
-                                   (*_Q_REPLY, "train.q_label=name", "train.kl_coef=0.5", "train.objective=target",
-                                    "train.name_critic=pooled", "train.epochs=8", "train.rounds=24"),
-                                   "deliveries", eval_episodes=16, eval_batch=16),
+    "overcooked_q_pooled": Setting("quickstart_overcooked_smollm2.yaml", (*_POOLED, "train.rounds=24"), "deliveries",
+                                   eval_episodes=16, eval_batch=16),
     # The fourteenth setting (session 28): the thirteenth with 40 rounds. Chosen from the
     # thirteenth's training data only, while its held-out episodes were still being played: the
     # picks' centred name weight (under its last critic) rose by thirds of the run, +0.02 / +0.06,
@@ -314,10 +315,8 @@ SETTINGS = {
     # (Found after: the picks' name weight stopped rising, +0.15 / +0.11 in rounds 24-31 and
     # +0.10 / +0.02 in 32-39; held out 0.06 vs 0.12, p = 0.58, the thirteenth's 0.25 noise;
     # `learning_pilots.md`, session 28.)
-    "overcooked_q_pooled40": Setting("quickstart_overcooked_smollm2.yaml",
-                                     (*_Q_REPLY, "train.q_label=name", "train.kl_coef=0.5", "train.objective=target",
-                                      "train.name_critic=pooled", "train.epochs=8", "train.rounds=40"),
-                                     "deliveries", eval_episodes=16, eval_batch=16),
+    "overcooked_q_pooled40": Setting("quickstart_overcooked_smollm2.yaml", (*_POOLED, "train.rounds=40"), "deliveries",
+                                     eval_episodes=16, eval_batch=16),
     # Seven agents, 8-step episodes (the quick-start's): rounds take minutes, so few of them.
     "cleanup": Setting(
         "quickstart_cleanup_smollm2.yaml",
