@@ -342,6 +342,18 @@ class TrainConfig:
     entries the policy rarely picks (the surrogate's pushes each logit by pi(a) (A_a - pi.A)).
     Not in the paper."""
 
+    replay_rounds: int = 0
+    """With `objective=target` and `name_critic=pooled`: each round's update also refits the
+    decisions of the `replay_rounds` rounds before it, every entry re-credited with the pooled
+    critic's current weight of its name, less its menu's mean (`continuation.name_credit`). 0 is
+    the paper's update (each round fits its own rollouts). Not in the paper: the target
+    pi_ref exp(A / kl_coef) depends on the frozen base and the critic only, not on the policy
+    that collected the decision, so old decisions need no importance weight; each gradient step
+    then draws its minibatch from R + 1 rounds' states instead of one root state's. The
+    decisions (with their kept trunks) are held in memory and written to
+    `run_dir/replay/round_<r>.pkl` before the round's checkpoint, so a resumed run refits the
+    same ones."""
+
     segment: int = 0
     """0: every round's rollouts play whole episodes from the reset state (the paper). S > 0:
     they play S steps of an `env.horizon`-step episode from a root state at step t0, drawn per
@@ -411,6 +423,10 @@ class TrainConfig:
         _check(self.objective == "clip" or (self.all_options and self.kl_coef > 0), "train.objective",
                "target regresses onto pi_ref exp(A / kl_coef) over every menu entry: it needs "
                f"train.all_options=true and train.kl_coef > 0, got {self.all_options} / {self.kl_coef}")
+        _check(self.replay_rounds >= 0, "train.replay_rounds", f"must be >= 0, got {self.replay_rounds}")
+        _check(not self.replay_rounds or (self.objective == "target" and self.name_critic == "pooled"),
+               "train.replay_rounds", "refits past rounds' decisions under the pooled critic's current weights: it "
+               f"needs train.objective=target and train.name_critic=pooled, got {self.objective} / {self.name_critic}")
 
 
 @dataclasses.dataclass(frozen=True)

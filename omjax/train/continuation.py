@@ -196,3 +196,15 @@ def name_weights(names: list[list[str]], labels: list[np.ndarray]) -> tuple[dict
     if not order:
         raise ValueError(f"none of the {len(names)} decisions offered two options: no name has a label")
     return weights_from_stats(name_stats(names, labels, order), order)
+
+
+def name_credit(names: Sequence[str], weights: dict[str, float]) -> np.ndarray:
+    """Each entry's credit under the critic over names: its name's weight less the menu's mean
+    ([len(names)]; zeros for a one-entry menu, where there is no choice to credit)."""
+    if len(names) < 2:
+        return np.zeros(len(names))
+    missing = sorted(set(names) - set(weights))
+    if missing:
+        raise ValueError(f"the critic over names has no weight for {', '.join(missing)}")
+    w = np.array([weights[n] for n in names])
+    return w - w.mean()

@@ -22,6 +22,8 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import json
+import os
+import pickle
 import signal
 import time
 from collections.abc import Sequence
@@ -47,7 +49,7 @@ from omjax.train.continuation import UniformQ
 from omjax.train.metrics import MetricsLog, plot_learning_curve, write_jsonl_atomic
 from omjax.train.policy import LetterPolicy, SamplePolicy
 from omjax.train.sharding import Placement, device_bytes_limit, model_axis, staging_device, to_host
-from omjax.train.rollout import (Decider, RolloutBatch, collect_group, decision_record, segment_start,
+from omjax.train.rollout import (Decider, Decision, RolloutBatch, collect_group, decision_record, segment_start,
                                  update_inputs)
 from omjax.train.update import (UpdateSettings, active_minibatches, init_opt_state, make_bank_update,
                                 make_optimizer)
@@ -115,6 +117,46 @@ def write_decisions(run_dir: Path, batch: RolloutBatch, r: int) -> None:
     read by the audits and `experiments/idle_picks.py`)."""
     (run_dir / "decisions").mkdir(parents=True, exist_ok=True)
     write_jsonl_atomic(run_dir / "decisions" / f"round_{r:04d}.jsonl", [decision_record(d, r) for d in batch.decisions])
+
+
+REPLAY_DIR = "replay"
+"""`train.replay_rounds`: in a run directory, each round's decisions the later updates refit."""
+
+
+def replay_path(run_dir: str | Path, r: int) -> Path:
+    return Path(run_dir) / REPLAY_DIR / f"round_{r:04d}.pkl"
+
+
+def write_replay(run_dir: Path, r: int, decisions: list[Decision], keep_from: int) -> None:
+    """Round r's decisions (`replay_entry`) to `replay_path` via a temp file and rename, and
+    delete the files of rounds before `keep_from` (no round a resume can restart from needs them)."""
+    path = replay_path(run_dir, r)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "wb") as f:
+        pickle.dump(decisions, f, protocol=pickle.HIGHEST_PROTOCOL)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+    for old in path.parent.glob("round_*.pkl"):
+        if int(old.stem.split("_")[1]) < keep_from:
+            old.unlink()
+
+
+def read_replay(run_dir: Path, r: int, replay_rounds: int) -> list[Decision]:
+    path = replay_path(run_dir, r)
+    if not path.is_file():
+        raise FileNotFoundError(f"train.replay_rounds={replay_rounds} refits round {r}'s decisions, but {path} is "
+                                "missing: this run cannot resume with replay (its rounds were trained without it, "
+                                "or the file was deleted)")
+    with open(path, "rb") as f:
+        return pickle.load(f)
+
+
+def replay_entry(decisions: list[Decision]) -> list[Decision]:
+    """What the replay buffer keeps of a round's decisions: all but the env snapshots (the
+    critic's continuations ran already; the kept trunk stays, so a refit needs no prompt pass)."""
+    return [dataclasses.replace(d, snapshot=None) for d in decisions]
 
 
 def summarize_update(metrics: Any) -> dict:
@@ -206,6 +248,9 @@ class Trainer:
         """Whether this process writes the run's files besides checkpoints (in a multi-host run
         only the first does; every process takes part in each orbax checkpoint)."""
         self.round_compilations: list[int] = []
+        self.replay: list[dict[int, list[Decision]]] = [{} for _ in self.seeds]
+        """`train.replay_rounds`: per seed, recent rounds' decisions by round (`replay_entry`),
+        filled as rounds are played and, on a resumed run, read back from `replay_path`."""
         """XLA compilations during each `round_group` call of this Trainer (0 once shapes repeat)."""
 
     def _placement(self, devices: Sequence[Any] | None, model_cfg: Any) -> Placement:
@@ -279,6 +324,8 @@ class Trainer:
             advs.append(np.asarray(adv))
             zeros.append(bool(zero))
         will = [cfg.train.train and not z and bool(b.decisions) for z, b in zip(zeros, batches)]
+        replayed = [self._replayed(s, r, q_rows[s].get("q_name_weights")) if will[s] else []
+                    for s in range(n_seeds)]
         new_banks = [st.bank for st in states]
         new_opts = [st.opt_state for st in states]
         upds: list[dict] = [{} for _ in states]
@@ -287,7 +334,7 @@ class Trainer:
             # Decisions of every updating seed in one batch: rollout k of seed slot s becomes
             # s*K + k, its adapter row s*A + agent (s*A under a shared adapter).
             decisions = [dataclasses.replace(d, rollout=s * k + d.rollout)
-                         for s, b in enumerate(batches) if will[s] for d in b.decisions]
+                         for s, b in enumerate(batches) if will[s] for d in (*b.decisions, *replayed[s])]
             dbatch = update_inputs(
                 decisions, self.policy, self.decider,
                 None if self.q_values is not None else np.concatenate(advs), n_seeds * a,
@@ -318,10 +365,17 @@ class Trainer:
                     upds[s] = summarize_update(_slot(metrics, s, a, total))
         t2 = time.time()
         self.round_compilations.append(compilations() - c0)
+        if cfg.train.replay_rounds and cfg.train.train:
+            for s, b in enumerate(batches):
+                self.replay[s][r] = replay_entry(b.decisions)
+                for old in [q for q in self.replay[s] if q <= r - cfg.train.replay_rounds]:
+                    del self.replay[s][old]
         out_states, rows = [], []
         for s, (st, b) in enumerate(zip(states, batches)):
             row = self._row(r, b, advs[s], zeros[s], will[s], upds[s], st.best_return)
             row.update(q_rows[s])
+            if cfg.train.replay_rounds:
+                row["replayed_decisions"] = len(replayed[s])
             row.update(time_rollout_s=t1 - t0, time_update_s=t2 - t1, time_s=t2 - t0)
             best = row["best"]
             out_states.append(TrainState(bank=new_banks[s], opt_state=new_opts[s], key=splits[s][0],
@@ -360,8 +414,7 @@ class Trainer:
                 stats = np.asarray(critic, np.float64) + continuation.name_stats(names, labels, order)  # [N, 3]
                 critic = jnp.asarray(stats, jnp.float32)
                 weights, r2, label_sd = continuation.weights_from_stats(stats, order)
-            w = [np.array([weights[n] for n in ns]) if len(ns) > 1 else np.zeros(1) for ns in names]
-            labels = [x - x.mean() for x in w]
+            labels = [continuation.name_credit(ns, weights) for ns in names]
             extra = {"q_name_weights": weights, "q_name_r2": r2, "q_label_sd": label_sd}
         raw = np.array([lab[d.action] for lab, d in zip(labels, ds)])  # [D]
         sd = float(np.std(raw))
@@ -375,6 +428,23 @@ class Trainer:
         per_rollout = (np.bincount(rollout, weights=[d.advantage for d in ds], minlength=k)
                        / np.maximum(np.bincount(rollout, minlength=k), 1))  # [K]
         return per_rollout, zero, {"q_adv_mean": float(np.mean(raw)), "q_adv_sd": sd, **extra}, critic
+
+    def _replayed(self, s: int, r: int, weights: dict[str, float] | None) -> list[Decision]:
+        """`train.replay_rounds`: seed slot s's decisions of the rounds before r that round r's
+        update refits, each entry re-credited under the pooled critic's current `weights`
+        (`continuation.name_credit`, as `_own_advantages` credits the round's own)."""
+        n = self.cfg.train.replay_rounds
+        if not n or weights is None:
+            return []
+        out = []
+        for past in range(max(0, r - n), r):
+            if past not in self.replay[s]:  # a resumed run: the files its rounds wrote
+                self.replay[s][past] = read_replay(self.run_dirs[s], past, n)
+            for d in self.replay[s][past]:
+                credit = continuation.name_credit([it.opt for it in d.menu], weights)
+                out.append(dataclasses.replace(d, advantage=float(credit[d.action]),
+                                               option_advantages=credit.astype(np.float32)))
+        return out
 
     def _segments(self, r: int) -> dict:
         """`collect_group`'s segment arguments for round `r` (none under `train.segment=0`)."""
@@ -504,6 +574,11 @@ class Trainer:
         cfg = self.cfg
         if cfg.run.save_decisions and self.writes_files:
             write_decisions(run_dir, batch, r)
+        if cfg.train.replay_rounds and cfg.train.train and self.writes_files:
+            # Before the checkpoint, so every checkpoint's next rounds find theirs; a resume may
+            # fall back keep_checkpoints - 1 rounds past a broken one.
+            write_replay(run_dir, r, replay_entry(batch.decisions),
+                         keep_from=r + 1 - cfg.train.replay_rounds - (cfg.run.keep_checkpoints - 1))
         log.append(row)
         if jax.process_count() > 1:
             # orbax saves from every process only arrays that span the whole mesh; the key and

@@ -287,3 +287,52 @@ def test_all_options_with_relettered_copies_under_reply_scope(overcooked_model, 
                                rtol=1e-6)
     with pytest.raises(ConfigError, match="train.all_options"):
         load_config(None, [*CFG, "train.all_options=true", "train.advantage=episode"])
+
+
+def test_replay_refits_past_rounds_under_the_current_critic_and_resumes(overcooked_model, tmp_path):
+    """`train.replay_rounds=1`: round r's update also fits round r-1's decisions, each entry
+    re-credited with the pooled critic's weights of round r; their files let a resumed run refit
+    the same decisions (the same adapters as the run that never stopped), and a missing one is
+    named."""
+    keys = [*CFG, "train.all_options=true", "train.q_label=name", "train.name_critic=pooled",
+            "train.objective=target", "train.replay_rounds=1", "train.rounds=3", "lora.scope=reply",
+            "lora.top_layers=1", "train.reuse_trunk=true"]  # the Overcooked setting's: kept trunks replayed
+    whole = Trainer(load_config(None, [*keys, f"run.out_dir={tmp_path / 'whole'}"]), model=overcooked_model)
+    rows = whole.run()
+    cfg = whole.cfg
+    counts = [sum(row["decisions_per_agent"]) for row in rows]
+    assert [row["replayed_decisions"] for row in rows] == [0, counts[0], counts[1]]
+    for r in (1, 2):  # each agent's own decisions and its replayed ones, every epoch
+        if rows[r]["updated"]:
+            mine = np.add(rows[r]["decisions_per_agent"], rows[r - 1]["decisions_per_agent"])
+            assert rows[r]["grad_steps"] == (cfg.train.epochs * -(-mine // cfg.train.minibatch_size)).tolist()
+    # Only the newest round stays in memory; on disk, the rounds a resume may restart from need.
+    assert sorted(whole.replay[0]) == [2]
+    assert sorted(p.name for p in (tmp_path / "whole" / "replay").iterdir()) == ["round_0001.pkl", "round_0002.pkl"]
+    # Round 1's decisions as round 2 refits them: credited with round 2's pooled weights.
+    kept = whole.replay[0][2]
+    refit = whole._replayed(0, 3, rows[2]["q_name_weights"])
+    assert len(refit) == len(kept) and all(d.snapshot is None and d.trunk is not None for d in refit)
+    for d in refit:
+        names = [it.opt for it in d.menu]
+        if len(names) > 1:
+            w = np.array([rows[2]["q_name_weights"][n] for n in names])
+            np.testing.assert_allclose(d.option_advantages, w - w.mean(), rtol=1e-5, atol=1e-6)
+            assert d.advantage == pytest.approx(float(d.option_advantages[d.action]))
+
+    def bank(run_dir):
+        return Checkpointer(run_dir).restore(whole.init_state()).state.bank
+
+    part = tmp_path / "part"
+    Trainer(load_config(None, [*keys, "train.rounds=2", f"run.out_dir={part}"]), model=overcooked_model).run()
+    resumed = Trainer(load_config(None, [*keys, f"run.out_dir={part}"]), model=overcooked_model).run(resume=True)
+    assert resumed[-1]["replayed_decisions"] == counts[1]
+    assert resumed[-1]["team_returns"] == rows[2]["team_returns"]
+    for x, y in zip(jax.tree.leaves(bank(part)), jax.tree.leaves(bank(tmp_path / "whole"))):
+        np.testing.assert_allclose(np.asarray(x), np.asarray(y), rtol=1e-5, atol=1e-7)
+    (part / "replay" / "round_0002.pkl").unlink()
+    more = Trainer(load_config(None, [*keys, "train.rounds=4", f"run.out_dir={part}"]), model=overcooked_model)
+    with pytest.raises(FileNotFoundError, match="round_0002.pkl"):
+        more.run(resume=True)
+    with pytest.raises(ConfigError, match="train.replay_rounds"):
+        load_config(None, [*CFG, "train.all_options=true", "train.q_label=name", "train.replay_rounds=1"])
