@@ -318,20 +318,22 @@ SETTINGS = {
     "overcooked_q_pooled40": Setting("quickstart_overcooked_smollm2.yaml", (*_POOLED, "train.rounds=40"), "deliveries",
                                      eval_episodes=16, eval_batch=16),
     # The fifteenth setting (session 29): the thirteenth with each update refitting the decisions
-    # of the 7 rounds before it as well (`train.replay_rounds=7`, departure 18, not in the paper),
-    # every entry re-credited with the pooled critic's current weights, at 1 pass (was 8), 30
+    # of the 3 rounds before it as well (`train.replay_rounds=3`, departure 18, not in the paper),
+    # every entry re-credited with the pooled critic's current weights, at 2 passes (was 8), 24
     # rounds. Chosen from training data only (no held-out episode of it played): the fourteenth's
     # picks' name weight plateaued at ~+0.1 from round ~25 (its target asks for ~+0.43) while its
     # loss fell within each round's 8 passes; on fixed decisions (`name_fit`) the fitted ones
     # moved +0.15 / +0.21 and unseen ones of later rounds +0.02 / +0.12, a gap that fitting one
     # root state's ~45 decisions at a time leaves open. Replayed, every decision still gets 8
-    # passes (one a round for 8 rounds), but each gradient step's minibatch spans 8 root states and
-    # the latest weights. Cost, from the fourteenth's rounds (update time ~1.0 s per gradient step
-    # + ~0.02 s per decision, rollouts ~28 s): once the buffer is full a round costs what the
-    # thirteenth's did (~3 steps per agent per round of decisions), the first 7 less, so 30 rounds
-    # take ~35 min and with the trained evaluation (~24 min) the script ~60 min.
+    # passes (two a round for 4 rounds), but each gradient step's minibatch spans 4 root states
+    # and the latest weights. Declared first with 7 rounds replayed at 1 pass and 30 rounds; its
+    # first 6 training rounds (killed there, never evaluated; `learning_pilots.md`) showed the
+    # update costing ~0.8 s per gradient step + ~0.3 s per decision (each decision's prompt
+    # cache is rebuilt every round it is refitted), ~170 s a round once 8 rounds were held:
+    # over the 90 minutes. With 4 rounds held at 2 passes a round costs ~115 s, so 24 rounds
+    # (~45 min) and the trained evaluation (~24 min) take ~70 min.
     "overcooked_q_replay": Setting("quickstart_overcooked_smollm2.yaml",
-                                   (*_POOLED, "train.epochs=1", "train.replay_rounds=7", "train.rounds=30"),
+                                   (*_POOLED, "train.epochs=2", "train.replay_rounds=3", "train.rounds=24"),
                                    "deliveries", eval_episodes=16, eval_batch=16),
     # Seven agents, 8-step episodes (the quick-start's): rounds take minutes, so few of them.
     "cleanup": Setting(
