@@ -375,6 +375,7 @@ def train(trainer: Trainer, run_dir: Path) -> tuple[object, list[dict]]:
             row["units"] = trainer.game.agent_returns().sum(axis=1).tolist()  # [K] real task events
             if cfg.run.save_decisions:  # as `omjax train` writes them
                 write_decisions(run_dir, batch, r)
+            trainer.save_replay(run_dir, batch, r)  # before the checkpoint, as `omjax train`
             log.append(row)
             # As the trainer: the best checkpoint holds the adapters that collected the best round.
             best = before.replace(best_return=state.best_return) if row["best"] else None

@@ -567,6 +567,15 @@ class Trainer:
             dump_config(self.cfg, self.run_dir / "config.yaml")
             (self.run_dir / GROUP_FILE).write_text(json.dumps({"seeds": self.seeds}) + "\n")
 
+    def save_replay(self, run_dir: Path, batch: RolloutBatch, r: int) -> None:
+        """`train.replay_rounds`: round r's decisions to `replay_path`, to be called before the
+        round's checkpoint, so every checkpoint's next rounds find theirs (a resume may fall back
+        keep_checkpoints - 1 rounds past a broken one; older files are deleted)."""
+        cfg = self.cfg
+        if cfg.train.replay_rounds and cfg.train.train and self.writes_files:
+            write_replay(run_dir, r, replay_entry(batch.decisions),
+                         keep_from=r + 1 - cfg.train.replay_rounds - (cfg.run.keep_checkpoints - 1))
+
     def _write_round(self, run_dir: Path, ckpt: Checkpointer, log: MetricsLog, state: TrainState,
                      best: TrainState | None, row: dict, batch: RolloutBatch, r: int) -> None:
         """Decisions, metrics row and checkpoint of round r; `best`, when this round scored the
@@ -574,11 +583,7 @@ class Trainer:
         cfg = self.cfg
         if cfg.run.save_decisions and self.writes_files:
             write_decisions(run_dir, batch, r)
-        if cfg.train.replay_rounds and cfg.train.train and self.writes_files:
-            # Before the checkpoint, so every checkpoint's next rounds find theirs; a resume may
-            # fall back keep_checkpoints - 1 rounds past a broken one.
-            write_replay(run_dir, r, replay_entry(batch.decisions),
-                         keep_from=r + 1 - cfg.train.replay_rounds - (cfg.run.keep_checkpoints - 1))
+        self.save_replay(run_dir, batch, r)
         log.append(row)
         if jax.process_count() > 1:
             # orbax saves from every process only arrays that span the whole mesh; the key and
