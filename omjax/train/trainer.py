@@ -248,10 +248,10 @@ class Trainer:
         """Whether this process writes the run's files besides checkpoints (in a multi-host run
         only the first does; every process takes part in each orbax checkpoint)."""
         self.round_compilations: list[int] = []
+        """XLA compilations during each `round_group` call of this Trainer (0 once shapes repeat)."""
         self.replay: list[dict[int, list[Decision]]] = [{} for _ in self.seeds]
         """`train.replay_rounds`: per seed, recent rounds' decisions by round (`replay_entry`),
         filled as rounds are played and, on a resumed run, read back from `replay_path`."""
-        """XLA compilations during each `round_group` call of this Trainer (0 once shapes repeat)."""
 
     def _placement(self, devices: Sequence[Any] | None, model_cfg: Any) -> Placement:
         """The mesh over `devices`, its model axis sized by `run.base_sharding` from the run's

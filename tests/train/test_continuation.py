@@ -321,7 +321,11 @@ def test_replay_refits_past_rounds_under_the_current_critic_and_resumes(overcook
             assert d.advantage == pytest.approx(float(d.option_advantages[d.action]))
 
     def bank(run_dir):
-        return Checkpointer(run_dir).restore(whole.init_state()).state.bank
+        ckpt = Checkpointer(run_dir)
+        try:
+            return ckpt.restore(whole.init_state()).state.bank
+        finally:
+            ckpt.close()
 
     part = tmp_path / "part"
     Trainer(load_config(None, [*keys, "train.rounds=2", f"run.out_dir={part}"]), model=overcooked_model).run()
