@@ -1,5 +1,6 @@
 """Tiny-budget smoke runs of the experiment scripts (a random 2-layer model, 2-3 step episodes)."""
 
+import collections
 import dataclasses
 import json
 import sys
@@ -477,3 +478,28 @@ def test_name_fit_scores_the_adapters_expected_name_weight(tiny_model_dir, tmp_p
     (run / "metrics.jsonl").write_text(json.dumps({"round": 0}) + "\n")  # not a train.q_label=name run
     with pytest.raises(SystemExit, match="no q_name_weights"):
         name_fit.main(args)
+
+
+def test_option_outcomes_pairs_every_decision_with_its_executions_end(tiny_model_dir, tmp_path, monkeypatch):
+    """Each picked option is counted once, with the outcome of the execution it started (at most
+    one per agent and episode still running at the horizon); held-out seeds are refused."""
+    import option_outcomes
+    from omjax.config import load_config
+    from omjax.train.trainer import Trainer
+
+    cfg = load_config(None, [f"model.name={tiny_model_dir}", "env.layout=asymmetric_advantages", "env.horizon=30",
+                             "env.reward_shaping=1.0", "lora.rank=2", "lora.targets=q,v", "run.progress=false",
+                             f"run.out_dir={tmp_path}"])
+    trainer = Trainer(cfg)
+    batches = []
+    collect = option_outcomes.collect
+    monkeypatch.setattr(option_outcomes, "collect", lambda *a, **k: batches.append(collect(*a, **k)) or batches[-1])
+    counts, scored = option_outcomes.outcomes(trainer, trainer.init_state().bank, [0, 1])
+    assert scored <= counts.get("deliver", collections.Counter())["success"]  # a scoring soup was handed in
+    picked = collections.Counter(d.menu[d.action].opt for d in batches[0].decisions)
+    assert {o: sum(c.values()) for o, c in counts.items()} == dict(picked)
+    assert sum(c["running"] for c in counts.values()) <= 2 * cfg.env.n_agents
+    assert set().union(*counts.values()) <= {"success", "effect_fail", "executor_fail", "running"}
+    assert "| option | picked | success |" in option_outcomes.table("frozen", counts)
+    with pytest.raises(SystemExit, match="held-out"):
+        option_outcomes.main(["--adapters-from", str(tmp_path), "--seeds", "9999", "2"])
