@@ -47,9 +47,12 @@ def outcomes(trainer: Trainer, bank, seeds: list[int]) -> tuple[dict[str, collec
         for k, a in np.argwhere(valid):
             ended[(int(k), int(a))].append(int(outcome[k, a]))
 
-    game._ended = record
-    batch = collect(game, trainer.decider, trainer.model.params, bank, len(seeds),
-                    jax.random.PRNGKey(seeds[0]), seeds[0], 0, episodes=seeds)
+    game._ended = record  # the instance's hook for this call only
+    try:
+        batch = collect(game, trainer.decider, trainer.model.params, bank, len(seeds),
+                        jax.random.PRNGKey(seeds[0]), seeds[0], 0, episodes=seeds)
+    finally:
+        del game._ended
     per: dict[tuple[int, int], list[str]] = collections.defaultdict(list)
     for d in sorted(batch.decisions, key=lambda d: d.step):
         per[(d.rollout, d.agent)].append(d.menu[d.action].opt)
