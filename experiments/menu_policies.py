@@ -52,7 +52,7 @@ from omjax.config import load_config  # noqa: E402
 from omjax.eval.stats import bootstrap_ci, mann_whitney  # noqa: E402
 from omjax.games.registry import make_game  # noqa: E402
 from omjax.options.libraries import resolve_library  # noqa: E402
-from omjax.train.continuation import ENTRY_LABELS, UniformQ, entry_labels, name_weights  # noqa: E402
+from omjax.train.continuation import CRITIC_KEYS, ENTRY_LABELS, UniformQ, entry_keys, entry_labels, name_weights  # noqa: E402
 from omjax.train.rollout import segment_plan, walk_entry  # noqa: E402
 
 IDLE = ("wait", "drop_held")
@@ -80,18 +80,20 @@ def menu_values(menu, q: np.ndarray) -> np.ndarray:
 
 
 def pick(policy: str, menu, rng: np.random.Generator, q: np.ndarray | None = None,
-         names: dict[str, float] | None = None) -> int:
+         names: dict[str, float] | None = None, keys: list[str] | None = None) -> int:
     """Menu position chosen by a scripted policy (`POLICIES`): `uniform`; `no_idle` (never an idle
     option while anything else is offered); `half_idle` (idle entries at half the weight of the
     others); `no_idle_when_*` (`no_idle` in those menus only, uniform elsewhere); `q_greedy` /
     `q_soft` (from `q` [I], the decision's Q_u of every library instance); `name_soft` (weight
-    exp(names[option name]) per entry, 0 for a name not in `names`)."""
+    exp(names[key]) per entry, the key its option name or `keys[j]` where given
+    (`continuation.entry_keys`), 0 for a key not in `names`)."""
     if policy not in POLICIES:
         raise ValueError(f"unknown policy {policy!r}; known: {POLICIES}")
     if policy == "name_soft":
         if names is None:
             raise ValueError("policy 'name_soft' needs names (a log-weight per option name)")
-        logits = np.array([names.get(it.opt, 0.0) for it in menu])
+        keys = [it.opt for it in menu] if keys is None else keys
+        logits = np.array([names.get(key, 0.0) for key in keys])
         weight = np.exp(logits - logits.max())
         return int(rng.choice(len(menu), p=weight / weight.sum()))
     if policy in Q_POLICIES:
@@ -122,7 +124,7 @@ def power(x: np.ndarray, y: np.ndarray, n: int, draws: int, rng: np.random.Gener
 def play(game, policy: str, seeds: list[int], on_pick=None, starts: list[int] | None = None,
          steps: int | None = None, walks: list[np.random.Generator] | None = None,
          q_values: UniformQ | None = None, names: dict[str, float] | None = None,
-         on_values=None) -> tuple[np.ndarray, np.ndarray]:
+         on_values=None, keys_by: str = "name") -> tuple[np.ndarray, np.ndarray]:
     """One episode per seed, all stepped together. Returns each episode's team deliveries [n]
     and its training reward at each step (the games' step rewards, progress bonus included)
     [n, T]. `on_pick(k, i, menu, j, t)`, if given, sees every pick (agent i of episode k chose
@@ -135,9 +137,10 @@ def play(game, policy: str, seeds: list[int], on_pick=None, starts: list[int] | 
     (default: to the horizon); the deliveries, rewards (T = steps) and the picks' t are the
     segment's. With a training run's starts and `rollout.walk_rng(seed, round)` streams, the
     cohorts start from that run's root states. The `q_*` policies read `q_values` (a
-    `continuation.UniformQ` of `game`), `name_soft` its `names`. With `q_values` and
-    `on_values(menu, q_row)`, every decision's menu and its Q_u over the library's instances [I]
-    are passed to `on_values` (whatever the policy)."""
+    `continuation.UniformQ` of `game`), `name_soft` its `names` (keyed as `keys_by`:
+    `continuation.entry_keys`). With `q_values` and `on_values(menu, q_row, keys)`, every
+    decision's menu, its Q_u over the library's instances [I] and its entries' `keys_by` keys are
+    passed to `on_values` (whatever the policy)."""
     if policy in Q_POLICIES and q_values is None:
         raise ValueError(f"policy {policy!r} needs q_values (a UniformQ of the game)")
     n, total = game.n_agents, len(seeds)
@@ -173,9 +176,11 @@ def play(game, policy: str, seeds: list[int], on_pick=None, starts: list[int] | 
                     walk[(cohort, i)] = walk_entry(menu, walk_rngs[cohort])
                 choices[k, i] = walk[(cohort, i)].index
                 continue
+            keys = (None if keys_by == "name" or (policy != "name_soft" and on_values is None)
+                    else entry_keys(game.lib, game.snapshot(int(k))[0], int(i), menu, keys_by))
             if on_values is not None and q:
-                on_values(menu, q[(int(k), int(i))])
-            j = pick(policy, menu, pick_rngs[k], q.get((int(k), int(i))), names)
+                on_values(menu, q[(int(k), int(i))], keys or [it.opt for it in menu])
+            j = pick(policy, menu, pick_rngs[k], q.get((int(k), int(i))), names, keys)
             if on_pick is not None and t < start_of[k] + steps:
                 on_pick(int(k), int(i), menu, j, t - int(start_of[k]))
             choices[k, i] = menu[j].index
@@ -187,21 +192,22 @@ def play(game, policy: str, seeds: list[int], on_pick=None, starts: list[int] | 
     return units, rewards
 
 
-def fit_name_weights(game, q_values: UniformQ, seeds: list[int],
-                     labels: tuple[str, ...] = ("value",)) -> dict[str, tuple[dict[str, float], float]]:
+def fit_name_weights(game, q_values: UniformQ, seeds: list[int], labels: tuple[str, ...] = ("value",),
+                     keys_by: str = "name") -> dict[str, tuple[dict[str, float], float]]:
     """Per Q_u label (`continuation.entry_labels`, what `train.q_label` credits entries with):
     the mean label of each option name over the uniform picks of one episode per seed, in units
     of the sd of all labels (decisions offering one entry carry none and are left out): the
     state-independent preference `name_soft` scales by beta; and the share of the labels'
     variance the names explain (R^2: what a preference over names can follow, the signal a
-    policy that reads names gets per decision)."""
+    policy that reads names gets per decision). `keys_by="state"`: per option name and read-set
+    features instead (`continuation.entry_keys`)."""
     menus: list[tuple[list[str], np.ndarray]] = []
 
-    def record(menu, q_row):
+    def record(menu, q_row, keys):
         if len(menu) > 1:
-            menus.append(([it.opt for it in menu], menu_values(menu, q_row)))
+            menus.append((keys, menu_values(menu, q_row)))
 
-    play(game, "uniform", seeds, q_values=q_values, on_values=record)
+    play(game, "uniform", seeds, q_values=q_values, on_values=record, keys_by=keys_by)
     if not menus:
         raise ValueError(f"no decision of the {len(seeds)} fit episodes offered two options")
     names = [ns for ns, _ in menus]
@@ -223,6 +229,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="name_soft: strengths of the name preference (one row each)")
     parser.add_argument("--labels", nargs="+", default=["value"], choices=ENTRY_LABELS,
                         help="name_soft: the Q_u labels (train.q_label) its name weights are fitted to, rows for each")
+    parser.add_argument("--critic-keys", nargs="+", default=["name"], choices=CRITIC_KEYS,
+                        help="name_soft: what its weights are keyed by (train.critic_keys), rows for each")
     parser.add_argument("--fit-episodes", type=int, default=16,
                         help=f"name_soft: uniform episodes (seeds {FIT_SEED0}+) its name weights are fitted on")
     args = parser.parse_args(argv)
@@ -245,29 +253,38 @@ def main(argv: list[str] | None = None) -> int:
         played = {}
         runs = [(p, None) for p in args.policies if p != "name_soft"]
         if "name_soft" in args.policies:
-            t0 = time.time()
-            fits = fit_name_weights(game, UniformQ(game, args.q_horizon, args.q_rollouts),
-                                    list(range(FIT_SEED0, FIT_SEED0 + args.fit_episodes)), tuple(args.labels))
-            for q_label, (weights, r2) in fits.items():
-                print(f"name_soft weights (mean {q_label} label of Q_u / sd, {args.fit_episodes} uniform episodes, "
-                      f"{time.time() - t0:.0f} s; names explain {r2:.0%} of the labels' variance): "
-                      + ", ".join(f"{k} {v:+.2f}" for k, v in weights.items()), flush=True)
-            runs += [("name_soft", (q_label, beta)) for q_label in args.labels for beta in args.name_beta]
+            fits = {}
+            for by in args.critic_keys:
+                t0 = time.time()
+                fitted = fit_name_weights(game, UniformQ(game, args.q_horizon, args.q_rollouts),
+                                          list(range(FIT_SEED0, FIT_SEED0 + args.fit_episodes)), tuple(args.labels),
+                                          keys_by=by)
+                for q_label, (weights, r2) in fitted.items():
+                    fits[(by, q_label)] = (weights, r2)
+                    shown = sorted(weights.items(), key=lambda kv: -abs(kv[1]))[:24 if by == "state" else None]
+                    print(f"name_soft weights by {by} (mean {q_label} label of Q_u / sd, {args.fit_episodes} uniform "
+                          f"episodes, {time.time() - t0:.0f} s; {len(weights)} keys explain {r2:.0%} of the labels' "
+                          "variance" + ("; the 24 largest" if by == "state" else "") + "): "
+                          + ", ".join(f"{k} {v:+.2f}" for k, v in shown), flush=True)
+            runs += [("name_soft", (by, q_label, beta)) for by in args.critic_keys for q_label in args.labels
+                     for beta in args.name_beta]
         for policy, fit in runs:
             t0 = time.time()
             q_values = UniformQ(game, args.q_horizon, args.q_rollouts) if policy in Q_POLICIES else None
-            weights, r2 = fits[fit[0]] if fit else (None, None)
-            names = None if fit is None else {k: fit[1] * v for k, v in weights.items()}
-            label = policy if fit is None else (f"{policy}@{fit[1]:g}" if len(args.labels) == 1
-                                                 else f"{policy}[{fit[0]}]@{fit[1]:g}")
-            units, _ = play(game, policy, list(range(args.episodes)), q_values=q_values, names=names)
+            weights, r2 = fits[fit[:2]] if fit else (None, None)
+            names = None if fit is None else {k: fit[2] * v for k, v in weights.items()}
+            tag = "" if fit is None else ",".join(
+                ([fit[0]] if len(args.critic_keys) > 1 else []) + ([fit[1]] if len(args.labels) > 1 else []))
+            label = policy if fit is None else f"{policy}" + (f"[{tag}]" if tag else "") + f"@{fit[2]:g}"
+            units, _ = play(game, policy, list(range(args.episodes)), q_values=q_values, names=names,
+                            keys_by=fit[0] if fit else "name")
             played[label] = units
             ci = bootstrap_ci(units.tolist())
             row = {"layout": layout, "horizon": args.horizon, "policy": label, "episodes": args.episodes,
                    "deliveries_mean": ci.mean, "ci95": [ci.low, ci.high],
                    "delivering": float(np.mean(units > 0)), "seconds": time.time() - t0}
             if fit is not None:
-                row["q_label"], row["name_weights"], row["name_r2"] = fit[0], weights, r2
+                row["critic_keys"], row["q_label"], row["name_weights"], row["name_r2"] = fit[0], fit[1], weights, r2
             rows.append(row)
             print(f"| {layout} | {args.horizon} | {label} | {args.episodes} | {ci.mean:.2f} | "
                   f"[{ci.low:.2f}, {ci.high:.2f}] | {row['delivering']:.0%} | {row['seconds']:.0f} |", flush=True)

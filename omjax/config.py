@@ -222,6 +222,8 @@ Q_LABELS = ("value", "rank", "greedy", "name")
 OBJECTIVES = ("clip", "target")
 #: What `train.name_critic` may name.
 NAME_CRITICS = ("round", "pooled")
+#: What `train.critic_keys` may name (`omjax.train.continuation.CRITIC_KEYS`).
+CRITIC_KEYS = ("name", "state")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -326,6 +328,14 @@ class TrainConfig:
     sums in `TrainState.critic`, checkpointed and resumed with the run), so the regularised
     optimum the update aims at settles as the run goes on. Not in the paper."""
 
+    critic_keys: str = "name"
+    """`q_label=name`: what the critic over names keys each menu entry by
+    (`continuation.entry_keys`). "name": its option name. "state": its option name with the
+    entry's guard read-set features at the decision (`held`, `tgt_pot_state`, `tgt_item`, the
+    deterministic features the guards are mined over), so that, e.g., `start_cooking` on a pot of
+    3 onions and on a pot of 1 are credited apart; still a table of running means, pooled over
+    agents (and over rounds under `name_critic=pooled`). Not in the paper."""
+
     all_options: bool = False
     """Letter mode with `advantage=uniform_q`: the clipped surrogate is taken in expectation over
     every menu entry, each with its own advantage, under the policy the update starts from
@@ -413,6 +423,10 @@ class TrainConfig:
         _check(self.name_critic == "round" or (self.advantage == "uniform_q" and self.q_label == "name"),
                "train.name_critic", "pooled pools the critic over option names: it needs "
                f"train.advantage=uniform_q and train.q_label=name, got {self.advantage} / {self.q_label}")
+        _check(self.critic_keys in CRITIC_KEYS, "train.critic_keys",
+               f"must be one of {', '.join(map(repr, CRITIC_KEYS))}, got {self.critic_keys!r}")
+        _check(self.critic_keys == "name" or self.q_label == "name", "train.critic_keys",
+               f"keys the critic over names: it needs train.q_label=name, got {self.q_label}")
         _check(self.q_horizon >= 1, "train.q_horizon", f"must be >= 1, got {self.q_horizon}")
         _check(self.q_rollouts >= 1, "train.q_rollouts", f"must be >= 1, got {self.q_rollouts}")
         _check(self.segment >= 0, "train.segment", f"must be >= 0, got {self.segment}")

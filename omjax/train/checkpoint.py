@@ -44,7 +44,8 @@ class TrainState:
     """float32 [] best mean team return of a finished round (-inf before any)."""
     critic: Any = None
     """`train.name_critic=pooled`: the critic over option names' running statistics, float32
-    [n_names, 3] (`continuation.name_stats`, names in the library schema's order); None otherwise."""
+    [n_keys, 3] (`continuation.name_stats`, keys in `continuation.key_order`'s order for
+    `train.critic_keys`); None otherwise."""
 
 
 MANIFEST = "omjax_manifest.json"

@@ -198,6 +198,42 @@ def name_weights(names: list[list[str]], labels: list[np.ndarray]) -> tuple[dict
     return weights_from_stats(name_stats(names, labels, order), order)
 
 
+#: What the pooled critic keys entries by (`train.critic_keys`).
+CRITIC_KEYS = ("name", "state")
+_KEY_SEP = "|"
+
+
+def entry_keys(lib, state, agent: int, menu, by: str = "name") -> list[str]:
+    """The key each entry of `agent`'s `menu` in env `state` is credited under by the critic over
+    names (`name_weights` works on any string keys): "name" its option name; "state" the option
+    name with the entry's read-set features at the decision (the guard-eligible, deterministic
+    `held`, `tgt_pot_state` and `tgt_item` of `lib.read_features`), e.g.
+    `start_cooking|onion|full|na`, so that starting a pot of 3 onions and one of 1 are credited
+    apart while the critic stays a table pooled over decisions."""
+    if by not in CRITIC_KEYS:
+        raise ValueError(f"unknown critic key {by!r}; known: {', '.join(CRITIC_KEYS)}")
+    if by == "name":
+        return [it.opt for it in menu]
+    v = lib.view(np, jax.tree.map(np.asarray, state))
+    inst = np.array([it.index for it in menu], np.int32)
+    feats = lib.read_features(np, v, np.full(len(inst), agent, np.int32), inst)  # [n, F]
+    return [_KEY_SEP.join([it.opt, *(f.values[int(x)] for f, x in zip(SCHEMA.read_set, row))])
+            for it, row in zip(menu, feats)]
+
+
+def key_order(option_names: Sequence[str], by: str = "name") -> tuple[str, ...]:
+    """Every key `entry_keys(..., by)` may give for a library's options, in a fixed order (the rows
+    of the pooled critic's statistics, `TrainState.critic`)."""
+    if by not in CRITIC_KEYS:
+        raise ValueError(f"unknown critic key {by!r}; known: {', '.join(CRITIC_KEYS)}")
+    if by == "name":
+        return tuple(option_names)
+    combos = [()]
+    for f in SCHEMA.read_set:
+        combos = [c + (v,) for c in combos for v in f.values]
+    return tuple(_KEY_SEP.join((n, *c)) for n in option_names for c in combos)
+
+
 def name_credit(names: Sequence[str], weights: dict[str, float]) -> np.ndarray:
     """Each entry's credit under the critic over names: its name's weight less the menu's mean
     ([len(names)]; zeros for a one-entry menu, where there is no choice to credit)."""

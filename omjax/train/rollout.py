@@ -100,6 +100,9 @@ class Decision:
     (`train.advantage=uniform_q`; `update_inputs(advantages=None)`)."""
     option_advantages: np.ndarray | None = None
     """[len(menu)] the advantage of every entry of `menu` (`train.all_options`)."""
+    keys: list[str] | None = None
+    """[len(menu)] the key the critic over names credited each entry under (`train.q_label=name`,
+    `continuation.entry_keys`), kept so a replayed decision needs no snapshot to be re-credited."""
 
 
 @dataclasses.dataclass
@@ -591,6 +594,7 @@ def decision_record(d: Decision, round_idx: int) -> dict:
         "state": d.branches.labels[d.state] if d.branches is not None else None,
         "logp": d.logp, "n_prompt_tokens": len(d.prompt_ids), "reply_ids": d.reply_ids,
         "menu": [{"letter": it.letter, "option": it.opt, "label": it.label} for it in d.menu],
+        **({"keys": d.keys} if d.keys is not None else {}),
     }
 
 

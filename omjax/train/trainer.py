@@ -272,8 +272,9 @@ class Trainer:
         shapes = self.model.family.lora_shapes(self.model.config)
         key, k_lora = jax.random.split(jax.random.PRNGKey(seed))
         bank = lora_lib.init_lora(k_lora, shapes, self.lora_cfg, n_agents=self.cfg.n_adapters)
-        critic = (jnp.zeros((len(self.q_values.lib.schema.option_names), 3), jnp.float32)
-                  if self.cfg.train.name_critic == "pooled" else None)
+        order = continuation.key_order(self.q_values.lib.schema.option_names, self.cfg.train.critic_keys) \
+            if self.cfg.train.name_critic == "pooled" else ()
+        critic = jnp.zeros((len(order), 3), jnp.float32) if order else None
         return TrainState(bank=bank, opt_state=init_opt_state(self.optimizer, bank), key=key,
                           round=jnp.int32(0), best_return=jnp.float32(-jnp.inf), critic=critic)
 
@@ -404,13 +405,16 @@ class Trainer:
         per_menu = "value" if q_label == "name" else q_label
         labels = [continuation.entry_labels(q[j, [it.index for it in d.menu]], per_menu)
                   for j, d in enumerate(ds)]  # D x [len(menu)]
-        names = [[it.opt for it in d.menu] for d in ds] if q_label == "name" else []
+        names = ([continuation.entry_keys(self.q_values.lib, d.snapshot[0], d.agent, d.menu, self.cfg.train.critic_keys)
+                  for d in ds] if q_label == "name" else [])  # D x [len(menu)] the critic's key of each entry
+        for d, ns in zip(ds, names):
+            d.keys = ns
         if any(len(ns) > 1 for ns in names):
             # The round's critic over names, already in units of the labels' sd.
             if critic is None:
                 weights, r2, label_sd = continuation.name_weights(names, labels)
             else:  # every round's labels so far, this one's included
-                order = self.q_values.lib.schema.option_names
+                order = continuation.key_order(self.q_values.lib.schema.option_names, self.cfg.train.critic_keys)
                 stats = np.asarray(critic, np.float64) + continuation.name_stats(names, labels, order)  # [N, 3]
                 critic = jnp.asarray(stats, jnp.float32)
                 weights, r2, label_sd = continuation.weights_from_stats(stats, order)
@@ -441,7 +445,8 @@ class Trainer:
             if past not in self.replay[s]:  # a resumed run: the files its rounds wrote
                 self.replay[s][past] = read_replay(self.run_dirs[s], past, n)
             for d in self.replay[s][past]:
-                credit = continuation.name_credit([it.opt for it in d.menu], weights)
+                keys = d.keys if d.keys is not None else [it.opt for it in d.menu]
+                credit = continuation.name_credit(keys, weights)
                 out.append(dataclasses.replace(d, advantage=float(credit[d.action]),
                                                option_advantages=credit.astype(np.float32)))
         return out

@@ -9,9 +9,10 @@ import pytest
 from omjax.config import Q_LABELS, ConfigError, load_config
 from omjax.games.registry import make_game
 from omjax.options.libraries import resolve_library
+from omjax.options.overcooked import HELD_OF_ITEM
 from omjax.train.checkpoint import Checkpointer
-from omjax.train.continuation import (ENTRY_LABELS, UniformQ, baseline, entry_labels, name_stats, name_weights,
-                                     weights_from_stats)
+from omjax.train.continuation import (ENTRY_LABELS, UniformQ, baseline, entry_keys, entry_labels, key_order, name_stats,
+                                     name_weights, weights_from_stats)
 from omjax.train.rollout import update_inputs
 from omjax.train.trainer import Trainer
 from tests.eval.tiny_model import write_tiny_llama
@@ -139,6 +140,30 @@ def test_name_weights_average_each_name_over_decisions():
         name_weights([["wait"]], [np.zeros(1)])
 
 
+def test_state_keys_add_the_entrys_read_set_features_to_its_name():
+    """`train.critic_keys=state`: each entry's key is its option name with the guards' read-set
+    features at the decision (held item, target pot's state, target counter's item), one of
+    `key_order`'s; "name" keys are the names."""
+    game = game_of(150)
+    held_names = ("none", "onion", "dish", "soup")  # HELD's values
+    order = set(key_order(game.lib.schema.option_names, "state"))
+    seen = set()
+    for snap, agent, menu in decision_states(game, 4, 60):
+        assert entry_keys(game.lib, snap[0], agent, menu, "name") == [it.opt for it in menu]
+        keys = entry_keys(game.lib, snap[0], agent, menu, "state")
+        held = held_names[HELD_OF_ITEM[int(np.asarray(snap[0].held)[agent])]]
+        for it, key in zip(menu, keys):
+            name, k_held, pot, item = key.split("|")
+            assert key in order and name == it.opt and k_held == held
+            assert (pot != "na") == (it.opt in ("place_in_pot", "start_cooking", "plate_soup"))
+            assert (item != "na") == (it.opt in ("drop_held", "pick_from_counter"))
+            seen.add((name, pot))
+    assert {("start_cooking", "filling"), ("place_in_pot", "empty")} <= seen
+    with pytest.raises(ValueError, match="unknown critic key"):
+        entry_keys(game.lib, snap[0], agent, menu, "pot")
+    game.close()
+
+
 def test_config_checks():
     with pytest.raises(ConfigError, match="train.advantage"):
         load_config(None, ["train.advantage=value"])
@@ -154,6 +179,10 @@ def test_config_checks():
         load_config(None, ["train.name_critic=running"])
     with pytest.raises(ConfigError, match="pooled pools the critic over option names: it needs"):
         load_config(None, ["train.advantage=uniform_q", "train.name_critic=pooled"])  # q_label value
+    with pytest.raises(ConfigError, match="train.critic_keys"):
+        load_config(None, ["train.critic_keys=pot"])
+    with pytest.raises(ConfigError, match="keys the critic over names: it needs train.q_label=name"):
+        load_config(None, ["train.advantage=uniform_q", "train.critic_keys=state"])
 
 
 @pytest.fixture(scope="module")
@@ -230,14 +259,16 @@ def test_all_options_credits_every_menu_entry(overcooked_model, tmp_path, label,
         load_config(None, [*CFG, "train.all_options=true", "train.letter_baseline=true"])
 
 
-def test_pooled_name_critic_averages_every_round_so_far(overcooked_model, tmp_path):
-    """`train.name_critic=pooled`: round r's weights are the critic over names fitted to the value
-    labels of rounds 0..r together, the statistics ride in the checkpointed state, and round 0's
-    weights are the per-round critic's."""
+@pytest.mark.parametrize("by", ["name", "state"])
+def test_pooled_name_critic_averages_every_round_so_far(overcooked_model, tmp_path, by):
+    """`train.name_critic=pooled`: round r's weights are the critic over names (or over names and
+    read-set features, `train.critic_keys=state`) fitted to the value labels of rounds 0..r
+    together, the statistics ride in the checkpointed state, and round 0's weights are the
+    per-round critic's."""
     cfg = load_config(None, [*CFG, "train.all_options=true", "train.q_label=name", "train.name_critic=pooled",
-                             f"run.out_dir={tmp_path}"])
+                             f"train.critic_keys={by}", f"run.out_dir={tmp_path}"])
     trainer = Trainer(cfg, model=overcooked_model)
-    order = trainer.q_values.lib.schema.option_names
+    order = key_order(trainer.q_values.lib.schema.option_names, by)
     state0 = trainer.init_state()
     assert state0.critic.shape == (len(order), 3) and not np.asarray(state0.critic).any()
 
@@ -246,7 +277,8 @@ def test_pooled_name_critic_averages_every_round_so_far(overcooked_model, tmp_pa
         key = jax.random.fold_in(jax.random.split(state.key, 3)[1], 1)
         q, _ = trainer.q_values.estimate([d.snapshot for d in ds], [d.agent for d in ds], key)
         labels = [entry_labels(q[j, [it.index for it in d.menu]], "value") for j, d in enumerate(ds)]
-        names = [[it.opt for it in d.menu] for d in ds]
+        names = [entry_keys(trainer.q_values.lib, d.snapshot[0], d.agent, d.menu, by) for d in ds]
+        assert [d.keys for d in ds] == names
         return names, labels, name_stats(names, labels, order)
 
     state1, row1, batch1 = trainer.round(state0)
@@ -261,7 +293,7 @@ def test_pooled_name_critic_averages_every_round_so_far(overcooked_model, tmp_pa
     assert row2["q_name_r2"] == pytest.approx(r2, rel=1e-4) and row2["q_label_sd"] == pytest.approx(sd, rel=1e-5)
     for d in batch2.decisions:  # each entry credited with its name's pooled weight, less the menu's mean
         if len(d.menu) > 1:
-            w = np.array([pooled[it.opt] for it in d.menu])
+            w = np.array([pooled[key] for key in d.keys])
             np.testing.assert_allclose(d.option_advantages, w - w.mean(), rtol=1e-4, atol=1e-6)
     ckpt = Checkpointer(tmp_path / "ckpt")
     ckpt.save(state2, {"round": 2})
