@@ -356,6 +356,9 @@ SETTINGS = {
     # settings reached about a quarter of their beta-2 target, so kl_coef stays 0.5 (beta 2, best
     # for both keys). The thirteenth's 24 rounds took 33.7 min; 32 rounds (~45 min) and the trained
     # evaluation (~25-29 min) keep the script near 75 minutes.
+    # (Found after: the picks' centred key weight rose to +0.13 / +0.09 in rounds 10-19 (beta 1 on
+    # the same menus: ~+0.30) and fell back to +0.06 / +0.00 in 20-31; held out 0.19 vs 0.12,
+    # p = 0.65; `learning_pilots.md`, session 30.)
     "overcooked_q_state": Setting("quickstart_overcooked_smollm2.yaml",
                                   (*_POOLED, "train.critic_keys=state", "train.rounds=32"), "deliveries",
                                   eval_episodes=16, eval_batch=16),

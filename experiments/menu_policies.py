@@ -10,6 +10,8 @@
         --policies uniform no_idle name_soft --name-beta 0.5 1 2 4 --power 16 32   # names alone
     python experiments/menu_policies.py --layouts asymmetric_advantages --horizon 150 --episodes 128 \
         --policies uniform name_soft --labels value rank greedy --q-rollouts 32 --power 16  # per label
+    python experiments/menu_policies.py --layouts asymmetric_advantages --horizon 150 --episodes 128 \
+        --policies uniform name_soft --critic-keys name state --q-rollouts 32 --power 16  # keyed by state
 
 Each policy picks from the same menus the LLM sees (the shipped option library, guards and
 letter shuffle; the library the config's seed draws, as in `learning.py`): `uniform` picks any
@@ -23,7 +25,8 @@ names, whatever the state (the kind of preference the SmolLM2 menu bandit learns
 shuffled menus): it picks an entry with weight exp(beta x w[name]), w the mean Q_u advantage of
 each name over the uniform picks of `--fit-episodes` other training-style episodes (seeds 1000+),
 in units of its sd, one row per `--name-beta` (and per `--labels`: w fitted to the rank or greedy
-labels of Q_u that `train.q_label` can credit instead of its value). Episodes use the
+labels of Q_u that `train.q_label` can credit instead of its value; per `--critic-keys`: w keyed
+by option name and the entry's read-set features, `train.critic_keys=state`). Episodes use the
 training-style seeds 0, 1, ... (never the held-out 10000+), so this sizes a setting before any
 held-out episode is played. Prints a table of real deliveries per episode (mean, 95 % bootstrap
 CI, share of episodes that deliver) and one JSON line.
@@ -52,7 +55,8 @@ from omjax.config import load_config  # noqa: E402
 from omjax.eval.stats import bootstrap_ci, mann_whitney  # noqa: E402
 from omjax.games.registry import make_game  # noqa: E402
 from omjax.options.libraries import resolve_library  # noqa: E402
-from omjax.train.continuation import CRITIC_KEYS, ENTRY_LABELS, UniformQ, entry_keys, entry_labels, name_weights  # noqa: E402
+from omjax.train.continuation import (CRITIC_KEYS, ENTRY_LABELS, UniformQ, entry_keys, entry_labels,  # noqa: E402
+                                     name_weights)
 from omjax.train.rollout import segment_plan, walk_entry  # noqa: E402
 
 IDLE = ("wait", "drop_held")

@@ -222,7 +222,7 @@ Q_LABELS = ("value", "rank", "greedy", "name")
 OBJECTIVES = ("clip", "target")
 #: What `train.name_critic` may name.
 NAME_CRITICS = ("round", "pooled")
-#: What `train.critic_keys` may name (`omjax.train.continuation.CRITIC_KEYS`).
+#: What `train.critic_keys` may name (`omjax.train.continuation.entry_keys`).
 CRITIC_KEYS = ("name", "state")
 
 

@@ -28,6 +28,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from omjax.config import CRITIC_KEYS
 from omjax.options.menu import GuardTable
 from omjax.options.overcooked import SCHEMA
 
@@ -198,8 +199,6 @@ def name_weights(names: list[list[str]], labels: list[np.ndarray]) -> tuple[dict
     return weights_from_stats(name_stats(names, labels, order), order)
 
 
-#: What the pooled critic keys entries by (`train.critic_keys`).
-CRITIC_KEYS = ("name", "state")
 _KEY_SEP = "|"
 
 

@@ -405,8 +405,9 @@ class Trainer:
         per_menu = "value" if q_label == "name" else q_label
         labels = [continuation.entry_labels(q[j, [it.index for it in d.menu]], per_menu)
                   for j, d in enumerate(ds)]  # D x [len(menu)]
-        names = ([continuation.entry_keys(self.q_values.lib, d.snapshot[0], d.agent, d.menu, self.cfg.train.critic_keys)
-                  for d in ds] if q_label == "name" else [])  # D x [len(menu)] the critic's key of each entry
+        by = self.cfg.train.critic_keys
+        names = ([continuation.entry_keys(self.q_values.lib, d.snapshot[0], d.agent, d.menu, by) for d in ds]
+                 if q_label == "name" else [])  # D x [len(menu)] the critic's key of each entry
         for d, ns in zip(ds, names):
             d.keys = ns
         if any(len(ns) > 1 for ns in names):
