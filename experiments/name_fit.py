@@ -3,6 +3,7 @@
     python experiments/name_fit.py --weights-from runs/learning_s25/overcooked_q_name/per_agent
     python experiments/name_fit.py --weights-from RUN --train-rounds 8 --heldout-rounds 2 --fits 12
     python experiments/name_fit.py --weights-from RUN --cache runs/nf.pkl train.objective=target
+    python experiments/name_fit.py --weights-from RUN --train-rounds 4 --heldout-from 8 --fits 2  # vs 8 rounds, 1 fit
 
 The eleventh Overcooked setting (`learning.py --game overcooked_q_name`) credited every menu
 entry with a critic over option names and its adapters learned nothing in 1,450 decisions. This
@@ -150,6 +151,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--game", default="overcooked_q_name", choices=sorted(SETTINGS))
     parser.add_argument("--train-rounds", type=int, default=8, help="rounds of decisions fitted on")
     parser.add_argument("--heldout-rounds", type=int, default=2, help="later rounds of decisions scored only")
+    parser.add_argument("--heldout-from", type=int, default=None,
+                        help="first held-out round (default: --train-rounds), so that runs fitting different "
+                             "numbers of rounds can be scored on the same held-out decisions")
     parser.add_argument("--fits", type=int, default=12, help="updates applied to the fitted decisions")
     parser.add_argument("--out", type=Path, default=None, help="also write the rows as jsonl here")
     parser.add_argument("--adapters-from", type=Path, default=None,
@@ -163,6 +167,9 @@ def main(argv: list[str] | None = None) -> int:
     if min(args.train_rounds, args.heldout_rounds) < 1 or args.fits < (0 if args.adapters_from else 1):
         raise SystemExit("--train-rounds, --heldout-rounds and --fits must be >= 1 (--fits 0 only with "
                          "--adapters-from)")
+    heldout_from = args.train_rounds if args.heldout_from is None else args.heldout_from
+    if heldout_from < args.train_rounds:
+        raise SystemExit(f"--heldout-from {heldout_from} would score rounds fitted on (0..{args.train_rounds - 1})")
     weights = mean_weights(args.weights_from)
     setting = SETTINGS[args.game]
     cfg = load_config(common.CONFIGS / setting.config, [*setting.overrides, "run.progress=false", *args.overrides])
@@ -177,7 +184,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"adapters of {args.adapters_from}, checkpoint of round {restored.step}", flush=True)
     t0 = time.time()
     key = {"game": args.game, "weights": weights, "train_rounds": args.train_rounds,
-           "heldout_rounds": args.heldout_rounds, "seed": cfg.seed, "env": repr(cfg.env), "policy": repr(cfg.policy)}
+           "heldout_rounds": args.heldout_rounds, **({"heldout_from": heldout_from} if args.heldout_from else {}),
+           "seed": cfg.seed, "env": repr(cfg.env), "policy": repr(cfg.policy)}
     if args.cache is not None and args.cache.exists():
         cached = pickle.loads(args.cache.read_bytes())
         if cached["key"] != key:
@@ -185,7 +193,7 @@ def main(argv: list[str] | None = None) -> int:
         fit, held = cached["fit"], cached["held"]
     else:
         fit = collect(trainer, bank, range(args.train_rounds), weights)
-        held = collect(trainer, bank, range(args.train_rounds, args.train_rounds + args.heldout_rounds), weights)
+        held = collect(trainer, bank, range(heldout_from, heldout_from + args.heldout_rounds), weights)
         if args.cache is not None:
             args.cache.parent.mkdir(parents=True, exist_ok=True)
             tmp = args.cache.with_suffix(".tmp")
