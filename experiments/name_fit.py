@@ -184,7 +184,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"adapters of {args.adapters_from}, checkpoint of round {restored.step}", flush=True)
     t0 = time.time()
     key = {"game": args.game, "weights": weights, "train_rounds": args.train_rounds,
-           "heldout_rounds": args.heldout_rounds, **({"heldout_from": heldout_from} if args.heldout_from else {}),
+           "heldout_rounds": args.heldout_rounds,
+           **({"heldout_from": heldout_from} if heldout_from != args.train_rounds else {}),  # older caches stay valid
            "seed": cfg.seed, "env": repr(cfg.env), "policy": repr(cfg.policy)}
     if args.cache is not None and args.cache.exists():
         cached = pickle.loads(args.cache.read_bytes())

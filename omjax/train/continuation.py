@@ -202,6 +202,11 @@ def name_weights(names: list[list[str]], labels: list[np.ndarray]) -> tuple[dict
 _KEY_SEP = "|"
 
 
+def _check_keys(by: str) -> None:
+    if by not in CRITIC_KEYS:
+        raise ValueError(f"unknown critic key {by!r}; known: {', '.join(CRITIC_KEYS)}")
+
+
 def entry_keys(lib, state, agent: int, menu, by: str = "name") -> list[str]:
     """The key each entry of `agent`'s `menu` in env `state` is credited under by the critic over
     names (`name_weights` works on any string keys): "name" its option name; "state" the option
@@ -209,8 +214,7 @@ def entry_keys(lib, state, agent: int, menu, by: str = "name") -> list[str]:
     `held`, `tgt_pot_state` and `tgt_item` of `lib.read_features`), e.g.
     `start_cooking|onion|full|na`, so that starting a pot of 3 onions and one of 1 are credited
     apart while the critic stays a table pooled over decisions."""
-    if by not in CRITIC_KEYS:
-        raise ValueError(f"unknown critic key {by!r}; known: {', '.join(CRITIC_KEYS)}")
+    _check_keys(by)
     if by == "name":
         return [it.opt for it in menu]
     v = lib.view(np, jax.tree.map(np.asarray, state))
@@ -220,11 +224,11 @@ def entry_keys(lib, state, agent: int, menu, by: str = "name") -> list[str]:
             for it, row in zip(menu, feats)]
 
 
-def key_order(option_names: Sequence[str], by: str = "name") -> tuple[str, ...]:
+@functools.lru_cache(maxsize=None)
+def key_order(option_names: tuple[str, ...], by: str = "name") -> tuple[str, ...]:
     """Every key `entry_keys(..., by)` may give for a library's options, in a fixed order (the rows
-    of the pooled critic's statistics, `TrainState.critic`)."""
-    if by not in CRITIC_KEYS:
-        raise ValueError(f"unknown critic key {by!r}; known: {', '.join(CRITIC_KEYS)}")
+    of the pooled critic's statistics, `TrainState.critic`; cached: the trainer asks every round)."""
+    _check_keys(by)
     if by == "name":
         return tuple(option_names)
     combos = [()]

@@ -446,6 +446,7 @@ class Trainer:
             if past not in self.replay[s]:  # a resumed run: the files its rounds wrote
                 self.replay[s][past] = read_replay(self.run_dirs[s], past, n)
             for d in self.replay[s][past]:
+                # A replay file written before `Decision.keys` existed holds name-keyed decisions.
                 keys = d.keys if d.keys is not None else [it.opt for it in d.menu]
                 credit = continuation.name_credit(keys, weights)
                 out.append(dataclasses.replace(d, advantage=float(credit[d.action]),
