@@ -12,6 +12,7 @@
     python experiments/learning.py --cpu --game overcooked_q_pooled    # name critic pooled over rounds, 8 epochs
     python experiments/learning.py --cpu --game overcooked_q_pooled40  # the same, 40 rounds
     python experiments/learning.py --cpu --game overcooked_q_state     # critic over name + read-set features
+    python experiments/learning.py --cpu --game overcooked_q_last      # ... and menu lines `label -> A`
     python experiments/learning.py --cpu --game cleanup                # Melting Pot, 7 agents
     python experiments/learning.py --cpu --render-only                 # report from finished runs
     python experiments/learning.py --cpu --root R2 --eval-seed0 10016  # replay on fresh held-out seeds
@@ -362,6 +363,23 @@ SETTINGS = {
     "overcooked_q_state": Setting("quickstart_overcooked_smollm2.yaml",
                                   (*_POOLED, "train.critic_keys=state", "train.rounds=32"), "deliveries",
                                   eval_episodes=16, eval_batch=16),
+    # The seventeenth setting (session 31): the sixteenth with each menu line written `label -> A`
+    # instead of the paper's `A) label` (`env.menu_format=letter_last`, departure 19, not in the
+    # paper), 24 rounds. Chosen from training-style evidence only (no held-out episode of it
+    # played): under the paper's format SmolLM2 must answer ` A` (the token letter mode scores
+    # after `choice:`) for a line that starts with another token, `A`; under `letter_last` the
+    # answer token ends the line of its label, so reading the menu can be a copy. On the menu
+    # bandit with reply-only adapters (`menu_bandit.py rl --rounds 12 lora.scope=reply`, held-out
+    # letter orders) the paying option went 0.25 / 0.25 -> 0.99 / 0.89 by round 6 and 0.97 / 1.00
+    # by round 7 under `letter_last`, against 0.40 / 0.48 and 0.48 / 0.51 under the paper's format
+    # (0.64 / 0.72 after 12 rounds). The sixteenth's adapters stopped at a third of a beta-1
+    # preference; if reading the menu was what held them, its beta-2 target (1.64 soups in scripted
+    # play) is within reach. The prompt changes, so the frozen base is evaluated afresh (~20 min);
+    # 24 rounds (~34 min at the sixteenth's ~84 s a round) and the trained evaluation (~23 min)
+    # keep the script near 77 minutes.
+    "overcooked_q_last": Setting("quickstart_overcooked_smollm2.yaml",
+                                 (*_POOLED, "train.critic_keys=state", "env.menu_format=letter_last",
+                                  "train.rounds=24"), "deliveries", eval_episodes=16, eval_batch=16),
     # Seven agents, 8-step episodes (the quick-start's): rounds take minutes, so few of them.
     "cleanup": Setting(
         "quickstart_cleanup_smollm2.yaml",

@@ -5,6 +5,7 @@
     python experiments/menu_bandit.py supervised --steps 40 --lr 1e-3    # cross-entropy on the right letter
     python experiments/menu_bandit.py rl --paying pay,pick train.letter_augment=3   # any config override
     python experiments/menu_bandit.py rl --rounds 24 --noise 2.5 lora.scope=reply   # noisy team reward
+    python experiments/menu_bandit.py rl --rounds 12 lora.scope=reply env.menu_format=letter_last
 
 Two agents, one decision per episode among four options (`wait here`, `pick up an onion`,
 `deliver the soup`, `drop what you hold`) whose letters are reshuffled at every decision;
@@ -127,7 +128,8 @@ def main(argv=None) -> None:
     cfg = load_config(None, [*SMOLLM2_SETTING, f"train.lr={args.lr}", f"run.out_dir={out / 'run'}",
                              *args.overrides])
     trainer = Trainer(cfg, model=load("smollm2-135m", dtype=jnp.float32),
-                      game=MenuBandit(2, 1, shuffle=True, paying=paying, reward_noise=args.noise))
+                      game=MenuBandit(2, 1, shuffle=True, paying=paying, reward_noise=args.noise,
+                                     menu_format=cfg.env.menu_format))
     rows, t0 = [], time.time()
     curve = out / "curve.jsonl"
     curve.write_text("")

@@ -96,6 +96,8 @@ class LoRAConfig:
 
 GAMES = ("overcooked", "cleanup", "harvest")
 LIBRARY_CHOICES = ("", "sampled", "lib_a", "lib_b")
+#: How a menu line is written (`env.menu_format`, `omjax.options.menu.render_menu`).
+MENU_FORMATS = ("letter_first", "letter_last")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -139,8 +141,16 @@ class EnvConfig:
     ("the team needs both cleaners and eaters", "restraint keeps the patches alive"). Off in the
     paper and in every shipped config: such hints confound the emergence of roles and restraint."""
 
+    menu_format: str = "letter_first"
+    """How the option menu writes an entry (`omjax.options.menu.render_menu`): `letter_first`,
+    the paper's `A) place held item in pot @ (4, 2)`, or `letter_last`,
+    `place held item in pot @ (4, 2) -> A` (departure 19, not in the paper), whose letter is the
+    very token the reply writes after `choice:`. Letters are shuffled per decision either way."""
+
     def __post_init__(self) -> None:
         _check(self.reward_shaping >= 0, "env.reward_shaping", "must be >= 0")
+        _check(self.menu_format in MENU_FORMATS, "env.menu_format",
+               f"must be one of {', '.join(MENU_FORMATS)}, got {self.menu_format!r}")
         _check(self.library in LIBRARY_CHOICES, "env.library",
                f"must be one of {LIBRARY_CHOICES}, got {self.library!r}")
         _check(self.game in GAMES, "env.game", f"must be one of {GAMES}, got {self.game!r}")
@@ -516,6 +526,11 @@ class Config:
             "policy.decision_mode",
             "letter mode scores menu letters, but the compound_json prompt shows no menu: "
             "set policy.decision_mode=sample",
+        )
+        _check(
+            self.env.menu_format == "letter_first" or self.policy.action_interface == "options",
+            "env.menu_format",
+            f"writes the option menu; the {self.policy.action_interface} interface has its own: set it to letter_first",
         )
         _check(
             self.train.segment <= self.env.horizon, "train.segment",

@@ -47,10 +47,12 @@ def test_unknown_key_is_an_error_naming_it(tmp_path):
     ("policy.action_interface=compound_json", "policy.decision_mode: letter mode scores menu letters"),
     ("train.letter_augment=-1", "train.letter_augment"), ("train.advantage=gae", "train.advantage"),
     ("train.segment=-1", "train.segment"), ("lora.scope=prompt", "lora.scope: must be one of"),
+    ("env.menu_format=letter_middle", "env.menu_format: must be one of letter_first, letter_last"),
+    ("policy.action_interface=native env.menu_format=letter_last", "env.menu_format: writes the option menu"),
 ])
 def test_bad_values_name_the_key(override, key):
     with pytest.raises(ConfigError, match=re.escape(key)):
-        load_config(None, [override])
+        load_config(None, override.split())
 
 
 def test_objective_target_needs_every_entrys_advantage_and_a_kl():

@@ -167,8 +167,10 @@ class MeltingPotGame(Game):
     def state_label(self, k: int, agent: int) -> str:
         return prompts.state_label(self.game, self.states[k], agent)
 
+    menu_format = "letter_first"  # the option interface's `env.menu_format`
+
     def _menu_text(self, k: int, agent: int, menu: list[MenuItem]) -> str:
-        return render_menu(menu)
+        return render_menu(menu, self.menu_format)
 
     def user_message(self, k: int, agent: int, menu: list[MenuItem], memory: Memory) -> str:
         return prompts.user_message(self.substrate, self.layout, self.states[k], agent,
@@ -205,8 +207,10 @@ class MeltingPotOptionsGame(MeltingPotGame):
     """The option-menu interface: call-and-return options, asynchronous decisions."""
 
     def __init__(self, game: str, horizon: int, variant: str, guards_path: str, reward_shaping: float = 0.0,
-                 advice: bool = False):
+                 advice: bool = False, menu_format: str = "letter_first"):
         super().__init__(game, horizon, reward_shaping, advice)
+        render_menu([], menu_format)  # ValueError naming the known formats
+        self.menu_format = menu_format
         libraries = LIBRARIES[game]
         self.lib = libraries.library(variant)
         self.ctx = mp.make_ctx(self.static, libraries.regions(self.static))

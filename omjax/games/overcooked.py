@@ -101,8 +101,10 @@ class OvercookedGame(Game):
     def system_message(self) -> str:
         return self._system
 
+    menu_format = "letter_first"  # the option interface's `env.menu_format`
+
     def _menu_text(self, k: int, agent: int, menu: list[MenuItem]) -> str:
-        return render_menu(menu)
+        return render_menu(menu, self.menu_format)
 
     def user_message(self, k: int, agent: int, menu: list[MenuItem], memory: Memory) -> str:
         return prompts.user_message(self.lib, self._state(k), agent, self._menu_text(k, agent, menu), memory,
@@ -132,8 +134,11 @@ class OvercookedOptionsGame(OvercookedGame):
     """The option-menu interface: guard-filtered menus, call-and-return options."""
 
     def __init__(self, layout: str | Layout, horizon: int, guards_path: str, reward_shaping: float = 0.0,
-                 active=None, interface: str = "options", option_library: str = "lib_a", start_held: str = ""):
+                 active=None, interface: str = "options", option_library: str = "lib_a", start_held: str = "",
+                 menu_format: str = "letter_first"):
         super().__init__(layout, horizon, interface, reward_shaping, option_library, start_held)
+        render_menu([], menu_format)  # ValueError naming the known formats
+        self.menu_format = menu_format
         self.active = np.ones(self.n_agents, bool) if active is None else np.asarray(active, bool)
         if self.active.shape != (self.n_agents,) or not self.active.any():
             raise ValueError(f"active must flag at least one of the {self.n_agents} agents, got {active}")

@@ -122,7 +122,7 @@ def _overcooked(env: EnvConfig, interface: str) -> Game:
     lib = library_of(env)
     if interface == "options":
         return OvercookedOptionsGame(env.layout, env.horizon, guards_file(env), env.reward_shaping,
-                                     option_library=lib, start_held=env.start_held)
+                                     option_library=lib, start_held=env.start_held, menu_format=env.menu_format)
     if interface == "native":
         return OvercookedNativeGame(env.layout, env.horizon, env.reward_shaping, start_held=env.start_held)
     return OvercookedCompoundGame(env.layout, env.horizon, env.reward_shaping, option_library=lib,
@@ -135,7 +135,7 @@ def _meltingpot(env: EnvConfig, interface: str) -> Game:
     variant = library_of(env)
     if interface == "options":
         return MeltingPotOptionsGame(game, env.horizon, variant, guards_file(env, variant), env.reward_shaping,
-                                     env.prompt_advice)
+                                     env.prompt_advice, env.menu_format)
     if interface == "native":
         return MeltingPotNativeGame(game, env.horizon, env.reward_shaping, env.prompt_advice)
     return MeltingPotCompoundGame(game, env.horizon, variant, env.reward_shaping, env.prompt_advice)

@@ -26,6 +26,7 @@ import jax.numpy as jnp
 import numpy as np
 from flax import struct
 
+from omjax.config import MENU_FORMATS
 from omjax.options.schema import Reason, Schema
 from omjax.options.synthesis import Guard, validate_guard
 
@@ -230,8 +231,15 @@ def reorder(items: list[MenuItem], order) -> list[MenuItem]:
     return [dataclasses.replace(items[j], letter=_letter(k)) for k, j in enumerate(order)]
 
 
-def render_menu(items: list[MenuItem]) -> str:
-    return "\n".join(f"{it.letter}) {it.label}" for it in items)
+def render_menu(items: list[MenuItem], menu_format: str = "letter_first") -> str:
+    """The menu's lines. Under `letter_last` each line ends in its letter as the reply writes it
+    (SmolLM2 and Qwen tokenise the ` A` of `choice: A` and of `label -> A` alike, and the `A` at a
+    line's start differently), so choosing an entry can be a copy of the token after its label."""
+    if menu_format == "letter_first":
+        return "\n".join(f"{it.letter}) {it.label}" for it in items)
+    if menu_format == "letter_last":
+        return "\n".join(f"{it.label} -> {it.letter}" for it in items)
+    raise ValueError(f"unknown menu format {menu_format!r}; known: {', '.join(MENU_FORMATS)}")
 
 
 def episode_rng(seed: int, agent: int) -> np.random.Generator:

@@ -203,3 +203,20 @@ def test_long_menus_take_single_token_letters_in_letter_mode(ours):
     assert letters.labelled(menu[:26]) == menu[:26]
     sampling = Decider(SamplePolicy(ours.family, ours.config, 2.0, 1.0, 8, [0], 0), tok, PolicyConfig())
     assert sampling.labelled(menu) == menu  # replies are parsed as text: any letter works
+
+
+def test_letter_last_menu_lines_end_in_the_token_the_reply_writes(ours):
+    """Departure 19's premise, on the shipped tokenizer: under `env.menu_format=letter_last` a
+    menu line ends in the very token letter mode scores after `choice:` (` A`), where the paper's
+    `A) label` starts the line with another one (`A`)."""
+    from omjax.models.inference import letter_token_ids
+    from omjax.options.menu import MenuItem, letter, render_menu
+
+    tok = ours.tokenizer
+    menu = [MenuItem(letter(k), k, f"opt{k}", None, label) for k, label in
+            enumerate(["wait", "place held item in pot @ (4, 2)", "pick up dish from dispenser @ (5, 4)"])]
+    scored = letter_token_ids(tok, [it.letter for it in menu])
+    last = [tok.encode(line, add_special_tokens=False)[-1] for line in render_menu(menu, "letter_last").splitlines()]
+    first = [tok.encode(line, add_special_tokens=False)[0] for line in render_menu(menu).splitlines()]
+    assert last == scored
+    assert not set(first) & set(scored)

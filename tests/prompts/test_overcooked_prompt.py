@@ -2,6 +2,7 @@
 
 import jax
 import numpy as np
+import pytest
 
 from omjax.envs.overcooked import initial_state
 from omjax.games.registry import guard_path
@@ -48,6 +49,31 @@ def test_user_message_lists_position_partner_pots_counters_memory_and_menu():
     opts = {it.opt for it in menu}
     assert "place_in_pot" in opts and "pick_onion" not in opts
     assert po.state_label(lib, state, 1) == "filling"
+
+
+def test_letter_last_menu_ends_each_line_with_its_letter():
+    """`env.menu_format=letter_last` (departure 19): the same entries in the same order, each line
+    `label -> letter`; the game renders its menus so when built from such a config."""
+    from omjax.config import load_config
+    from omjax.games.registry import make_game
+
+    lib = library("asymmetric_advantages")
+    state = jax.tree.map(np.asarray, initial_state(lib.layout)).replace(held=np.array([1, 0], np.int32))
+    menu = lib.menu(state, 0, read_guards(guard_path("overcooked", "asymmetric_advantages"), SCHEMA),
+                    episode_rng(3, 0))
+    assert len(menu) >= 3
+    assert render_menu(menu).splitlines() == [f"{it.letter}) {it.label}" for it in menu]
+    assert render_menu(menu, "letter_last").splitlines() == [f"{it.label} -> {it.letter}" for it in menu]
+    with pytest.raises(ValueError, match="unknown menu format 'letter_middle'; known: letter_first, letter_last"):
+        render_menu(menu, "letter_middle")
+    cfg = load_config(None, ["env.library=lib_a", "env.horizon=20", "env.menu_format=letter_last"])
+    game = make_game(cfg.env, "options")
+    game.reset([5])
+    shown = game.menu(0, 1, episode_rng(5, 1))
+    text = game.user_message(0, 1, shown, Memory())
+    lines = text.splitlines()
+    start = lines.index("Action menu:")
+    assert lines[start + 1: start + 1 + len(shown)] == [f"{it.label} -> {it.letter}" for it in shown]
 
 
 def test_chat_rendering_ends_with_the_reply_prefix():

@@ -45,8 +45,11 @@ class MenuBandit(Game):
 
     def __init__(self, n_agents: int, horizon: int, flat: bool = False, fail_at_call: int | None = None,
                  labels: tuple[str, ...] = ("now", "wait"), shuffle: bool = False,
-                 paying: tuple[str, ...] | None = None, reward_noise: float = 0.0):
+                 paying: tuple[str, ...] | None = None, reward_noise: float = 0.0,
+                 menu_format: str = "letter_first"):
         self.n_agents, self.horizon, self.flat, self.shuffle = n_agents, horizon, flat, shuffle
+        render_menu([], menu_format)  # ValueError naming the known formats
+        self.menu_format = menu_format  # how the shuffled menu writes its lines (`env.menu_format`)
         if reward_noise < 0:
             raise ValueError(f"reward_noise must be >= 0, got {reward_noise}")
         self.reward_noise = float(reward_noise)  # sd of N(0, sd^2) added to each step's team reward
@@ -90,7 +93,7 @@ class MenuBandit(Game):
     def user_message(self, k, agent, menu, memory):
         if not self.shuffle:
             return "you are player . menu :\n" + "\n".join(f"{it.letter} ) {it.label}" for it in menu)
-        return (f"You are player {agent}.\n\nAction menu:\n{render_menu(menu)}\n\n"
+        return (f"You are player {agent}.\n\nAction menu:\n{render_menu(menu, self.menu_format)}\n\n"
                 "Choose one. Reply with exactly two lines.")
 
     def state_labels(self):
