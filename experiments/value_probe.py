@@ -74,12 +74,13 @@ CACHE_VERSION = 2
 """Bumped when a row gains a field: version 2 added `state`."""
 
 
-def line_spans(tokenizer, prompt_ids: list[int], menu) -> list[tuple[int, int]]:
-    """Token span [lo, hi) of each menu entry's line `X) label` in the prompt: the line's own
-    tokens, found as the last run of them before the next line's (the menu is the prompt's last)."""
+def line_spans(tokenizer, prompt_ids: list[int], menu, menu_format: str = "letter_first") -> list[tuple[int, int]]:
+    """Token span [lo, hi) of each menu entry's line (`X) label`, or `label -> X` under
+    `env.menu_format=letter_last`) in the prompt: the line's own tokens, found as the last run of
+    them before the next line's (the menu is the prompt's last)."""
     spans: list[tuple[int, int]] = []
     hi_limit = len(prompt_ids)
-    for line in reversed(render_menu(menu).split("\n")):
+    for line in reversed(render_menu(menu, menu_format).split("\n")):
         ids = tokenizer(line, add_special_tokens=False)["input_ids"]
         n = len(ids)
         at = next((lo for lo in range(hi_limit - n, -1, -1) if prompt_ids[lo:lo + n] == ids), None)
@@ -119,7 +120,7 @@ def collect(trainer: Trainer, episodes: list[int], batch: int, key: jax.Array) -
         for j, d in enumerate(ds):
             if len(d.menu) < 2:
                 continue
-            spans = line_spans(tok, list(d.prompt_ids), d.menu)
+            spans = line_spans(tok, list(d.prompt_ids), d.menu, trainer.cfg.env.menu_format)
             if d.trunk is None or len(d.trunk) < len(d.prompt_ids):
                 raise RuntimeError("the rollout kept no trunk for the whole prompt")
             feats = np.stack([d.trunk[a:b].mean(axis=0) for a, b in spans])  # [M, D]

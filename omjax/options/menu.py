@@ -233,8 +233,9 @@ def reorder(items: list[MenuItem], order) -> list[MenuItem]:
 
 def render_menu(items: list[MenuItem], menu_format: str = "letter_first") -> str:
     """The menu's lines. Under `letter_last` each line ends in its letter as the reply writes it
-    (SmolLM2 and Qwen tokenise the ` A` of `choice: A` and of `label -> A` alike, and the `A` at a
-    line's start differently), so choosing an entry can be a copy of the token after its label."""
+    (SmolLM2 tokenises the ` A` of `choice: A` and of `label -> A` alike, and the `A` at a line's
+    start differently: `tests/models/test_smollm2.py`), so choosing an entry can be a copy of the
+    token after its label."""
     if menu_format == "letter_first":
         return "\n".join(f"{it.letter}) {it.label}" for it in items)
     if menu_format == "letter_last":
