@@ -377,6 +377,9 @@ SETTINGS = {
     # play) is within reach. The prompt changes, so the frozen base is evaluated afresh (~20 min);
     # 24 rounds (~34 min at the sixteenth's ~84 s a round) and the trained evaluation (~23 min)
     # keep the script near 77 minutes.
+    # (Found after: the picks' centred key weight +0.12 / +0.07, +0.24 / +0.12, +0.07 / +0.18 by
+    # thirds, about twice the sixteenth's; held out 0.31 vs 0.06 deliveries, p = 0.15, shaped 41.2
+    # vs 29.4, p = 0.073; 80 min; `learning_pilots.md`, session 31.)
     "overcooked_q_last": Setting("quickstart_overcooked_smollm2.yaml",
                                  (*_POOLED, "train.critic_keys=state", "env.menu_format=letter_last",
                                   "train.rounds=24"), "deliveries", eval_episodes=16, eval_batch=16),
