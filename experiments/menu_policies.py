@@ -51,12 +51,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import common  # noqa: E402
 
-from omjax.config import load_config  # noqa: E402
+from omjax.config import CRITIC_KEYS, load_config  # noqa: E402
 from omjax.eval.stats import bootstrap_ci, mann_whitney  # noqa: E402
 from omjax.games.registry import make_game  # noqa: E402
 from omjax.options.libraries import resolve_library  # noqa: E402
-from omjax.train.continuation import (CRITIC_KEYS, ENTRY_LABELS, UniformQ, entry_keys, entry_labels,  # noqa: E402
-                                     name_weights)
+from omjax.train.continuation import ENTRY_LABELS, UniformQ, entry_keys, entry_labels, name_weights  # noqa: E402
 from omjax.train.rollout import segment_plan, walk_entry  # noqa: E402
 
 IDLE = ("wait", "drop_held")

@@ -42,7 +42,7 @@ from omjax.interfaces.compound_json import EmissionLedger, render_vocabulary
 from omjax.interfaces.native import primitive_actions
 from omjax.options import cleanup, harvest
 from omjax.options import meltingpot as mp
-from omjax.options.menu import MenuItem, items_from_ranks, render_menu
+from omjax.options.menu import MenuItem, check_menu_format, items_from_ranks, render_menu
 from omjax.options.synthesis import read_guards
 from omjax.prompts import meltingpot as prompts
 from omjax.prompts.memory import Memory
@@ -209,7 +209,7 @@ class MeltingPotOptionsGame(MeltingPotGame):
     def __init__(self, game: str, horizon: int, variant: str, guards_path: str, reward_shaping: float = 0.0,
                  advice: bool = False, menu_format: str = "letter_first"):
         super().__init__(game, horizon, reward_shaping, advice)
-        render_menu([], menu_format)  # ValueError naming the known formats
+        check_menu_format(menu_format)
         self.menu_format = menu_format
         libraries = LIBRARIES[game]
         self.lib = libraries.library(variant)

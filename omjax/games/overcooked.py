@@ -29,7 +29,7 @@ from omjax.envs.overcooked.layout import Layout, Terrain
 from omjax.games.base import Game, NativeActions
 from omjax.interfaces.compound_json import EmissionLedger, render_vocabulary
 from omjax.interfaces.native import native_action_set
-from omjax.options.menu import MenuItem, items_from_ranks, render_menu
+from omjax.options.menu import MenuItem, check_menu_format, items_from_ranks, render_menu
 from omjax.options.overcooked import SCHEMA, OvercookedOptions, library
 from omjax.options.synthesis import read_guards
 from omjax.prompts import overcooked as prompts
@@ -137,7 +137,7 @@ class OvercookedOptionsGame(OvercookedGame):
                  active=None, interface: str = "options", option_library: str = "lib_a", start_held: str = "",
                  menu_format: str = "letter_first"):
         super().__init__(layout, horizon, interface, reward_shaping, option_library, start_held)
-        render_menu([], menu_format)  # ValueError naming the known formats
+        check_menu_format(menu_format)
         self.menu_format = menu_format
         self.active = np.ones(self.n_agents, bool) if active is None else np.asarray(active, bool)
         if self.active.shape != (self.n_agents,) or not self.active.any():

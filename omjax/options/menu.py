@@ -231,16 +231,21 @@ def reorder(items: list[MenuItem], order) -> list[MenuItem]:
     return [dataclasses.replace(items[j], letter=_letter(k)) for k, j in enumerate(order)]
 
 
+def check_menu_format(menu_format: str) -> None:
+    """ValueError naming the known formats unless `menu_format` is one (`env.menu_format`)."""
+    if menu_format not in MENU_FORMATS:
+        raise ValueError(f"unknown menu format {menu_format!r}; known: {', '.join(MENU_FORMATS)}")
+
+
 def render_menu(items: list[MenuItem], menu_format: str = "letter_first") -> str:
     """The menu's lines. Under `letter_last` each line ends in its letter as the reply writes it
     (SmolLM2 tokenises the ` A` of `choice: A` and of `label -> A` alike, and the `A` at a line's
     start differently: `tests/models/test_smollm2.py`), so choosing an entry can be a copy of the
     token after its label."""
-    if menu_format == "letter_first":
-        return "\n".join(f"{it.letter}) {it.label}" for it in items)
+    check_menu_format(menu_format)
     if menu_format == "letter_last":
         return "\n".join(f"{it.label} -> {it.letter}" for it in items)
-    raise ValueError(f"unknown menu format {menu_format!r}; known: {', '.join(MENU_FORMATS)}")
+    return "\n".join(f"{it.letter}) {it.label}" for it in items)
 
 
 def episode_rng(seed: int, agent: int) -> np.random.Generator:

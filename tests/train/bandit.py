@@ -16,7 +16,7 @@ import itertools
 import numpy as np
 
 from omjax.games.base import Game
-from omjax.options.menu import MenuItem, letter, render_menu
+from omjax.options.menu import MenuItem, check_menu_format, letter, render_menu
 
 OPTIONS = ("wait", "pick", "pay", "drop")
 PAY = OPTIONS.index("pay")
@@ -48,7 +48,7 @@ class MenuBandit(Game):
                  paying: tuple[str, ...] | None = None, reward_noise: float = 0.0,
                  menu_format: str = "letter_first"):
         self.n_agents, self.horizon, self.flat, self.shuffle = n_agents, horizon, flat, shuffle
-        render_menu([], menu_format)  # ValueError naming the known formats
+        check_menu_format(menu_format)
         self.menu_format = menu_format  # how the shuffled menu writes its lines (`env.menu_format`)
         if reward_noise < 0:
             raise ValueError(f"reward_noise must be >= 0, got {reward_noise}")
