@@ -137,6 +137,25 @@ def test_learning_trains_evaluates_frozen_and_trained_and_reports(tiny_model_dir
     stamp = (out / "frozen" / "eval.jsonl").stat().st_mtime
     assert learning.main(args) == 0
     assert (out / "frozen" / "eval.jsonl").stat().st_mtime == stamp
+    # More episodes play only the batches they add; the ones there are kept as they were.
+    first = {name: (out / name / "eval.jsonl").read_text().splitlines() for name in ("frozen", "per_agent")}
+    more = [a if a != "2" or args[i - 1] != "--episodes" else "4" for i, a in enumerate(args)]
+    played_chunks, evaluate = [], learning.evaluate
+    monkeypatch.setattr(learning, "evaluate", lambda tr, bank, seeds, batch: (
+        played_chunks.append(list(seeds)), evaluate(tr, bank, seeds, batch))[1])
+    assert learning.main(more) == 0
+    assert played_chunks == [[10002, 10003], [10002, 10003]]  # frozen, then the trained team
+    for name, lines in first.items():
+        now = (out / name / "eval.jsonl").read_text().splitlines()
+        assert now[:2] == lines and [json.loads(line)["seed"] for line in now] == [10000, 10001, 10002, 10003]
+    assert json.loads((out / "summary.json").read_text())["seeds"] == [10000, 10001, 10002, 10003]
+    # A batch cut short (an evaluation stopped mid-way) is replayed whole, to the same episodes.
+    path = out / "frozen" / "eval.jsonl"
+    played = path.read_text().splitlines()
+    path.write_text("\n".join(played[:3]) + "\n")
+    played_chunks.clear()
+    assert learning.main(more) == 0
+    assert path.read_text().splitlines() == played and played_chunks == [[10002, 10003]]
 
 
 def test_menu_policies_plays_the_real_menus_and_no_idle_skips_idle_options(capsys):
@@ -223,6 +242,28 @@ def test_menu_policies_name_soft_prefers_names_fitted_from_the_action_values(cap
     assert rows[0]["name_weights"] != rows[1]["name_weights"]
     with pytest.raises(SystemExit, match="fit-episodes"):
         menu_policies.main(["--policies", "name_soft", "--fit-episodes", "0"])
+
+
+def test_menu_policies_critic_keyed_by_state_refines_the_names(capsys):
+    import menu_policies
+
+    # The same uniform fit episodes keyed both ways: one row per critic key and beta.
+    assert menu_policies.main(["--layouts", "asymmetric_advantages", "--horizon", "12", "--episodes", "2",
+                               "--policies", "name_soft", "--name-beta", "1", "--critic-keys", "name", "state",
+                               "--fit-episodes", "2", "--q-horizon", "4", "--q-rollouts", "2"]) == 0
+    out = capsys.readouterr().out
+    rows = json.loads(out.strip().splitlines()[-1])["rows"]
+    assert [(r["policy"], r["critic_keys"]) for r in rows] == [("name_soft[name]@1", "name"),
+                                                               ("name_soft[state]@1", "state")]
+    by_name, by_state = rows[0]["name_weights"], rows[1]["name_weights"]
+    # State keys are `option|held|pot state|counter item`: each names an option the name critic saw.
+    parts = [k.split("|") for k in by_state]
+    assert all(len(p) == 4 for p in parts), sorted(by_state)
+    assert {p[0] for p in parts} == set(by_name)
+    assert len(by_state) > len(by_name)  # the held item alone splits `wait` and `drop_held`
+    # Finer keys over the same labels: the within-key variance can only fall.
+    assert rows[1]["name_r2"] >= rows[0]["name_r2"] - 1e-9 and rows[1]["name_r2"] > 0
+    assert "name_soft weights by state" in out
 
 
 def test_menu_policies_play_segments_from_shared_roots():
