@@ -385,25 +385,30 @@ SETTINGS = {
     "overcooked_q_last": Setting("quickstart_overcooked_smollm2.yaml",
                                  (*_POOLED, "train.critic_keys=state", "env.menu_format=letter_last",
                                   "train.rounds=24"), "deliveries", eval_episodes=16, eval_batch=16),
-    # The eighteenth setting (session 32): the seventeenth with kl_coef 0.25 (the target
-    # pi_ref x exp(4 w[key]) instead of beta 2), 20 rounds, held out on the paper's 20 seeds
-    # 10000-10019 (was 16). Chosen from training-style evidence only (no held-out episode of it
-    # played): on fixed decisions (`name_fit/README.md`: `name_fit.py ... --fits 3 train.objective=target
+    # The eighteenth setting (session 32): the seventeenth with kl_coef 0.25 (the target pi_ref x
+    # exp(4 w[key]) instead of beta 2), 20 rounds, held out on the paper's 20 seeds 10000-10019 (was
+    # 16). Chosen from training-style evidence only (no held-out episode of it played): on fixed
+    # decisions (`name_fit/README.md`: `name_fit.py ... --fits 3 train.objective=target
     # env.menu_format=letter_last train.kl_coef=0.25`, the same 198 fitted and 102 held-out base
     # decisions as session 31's kl-0.5 fit) ~48 Adam steps per agent moved the held-out decisions
     # along the names by +0.17 / +0.15 over the base (kl 0.5: +0.07 / +0.11) and the fitted ones by
     # +0.21 / +0.27 (kl 0.5: +0.11 / +0.16); after ~72 steps the held-out ones scored +0.28 / +0.18,
-    # about a beta-1 preference (+0.25 / +0.21 on those menus). The seventeenth's training picks stopped at
-    # +0.07-0.24, about 40 % of their beta-2 target's +0.41-0.51 (beta 4's: +0.50-0.60), where a
-    # scripted beta-1 preference over these keys delivers 0.95 soups in 150 steps (beta 2: 1.64,
-    # beta 4: 0.64; `menu_policies_state.md`), so a sharper target that the adapters follow about
-    # as far should land between beta 1 and 2. 20 seeds a side raise the power of the held-out
-    # test at a 0.25 / 0.06 delivering share from 0.28 to 0.43 (binomial draws). Time, played
-    # fresh: frozen evaluation ~30 min (the seventeenth's 24.0 min for 16), 20 rounds ~29 min (its
-    # ~85 s a round), trained evaluation ~27 min, ~86 minutes. The frozen base under `letter_last`
-    # plays the same episodes whatever kl_coef is, so its first 16 come from
-    # `learning_overcooked_q_last_s31/frozen_eval.jsonl` and the script plays the other 4
-    # (batches of 16 as ever: 10000-10015, 10016-10019).
+    # about a beta-1 preference (+0.25 / +0.21 on those menus). The seventeenth's training picks
+    # stopped at +0.07-0.24, about 40 % of their beta-2 target's +0.41-0.51 (beta 4's: +0.50-0.60),
+    # where a scripted beta-1 preference over these keys delivers 0.95 soups in 150 steps (beta 2:
+    # 1.64, beta 4: 0.64; `menu_policies_state.md`), so a sharper target that the adapters follow
+    # about as far should land between beta 1 and 2. 20 seeds a side raise the power of the held-out
+    # test at a 0.25 / 0.06 delivering share from 0.28 to 0.43 (binomial draws). Time, played fresh:
+    # frozen evaluation ~30 min (the seventeenth's 24.0 min for 16), 20 rounds ~29 min (its ~85 s a
+    # round), trained evaluation ~27 min, ~86 minutes. The frozen base under `letter_last` plays the
+    # same episodes whatever kl_coef is, so its first 16 come from
+    # `learning_overcooked_q_last_s31/frozen_eval.jsonl` and the script plays the other 4 (batches
+    # of 16 as ever: 10000-10015, 10016-10019).
+    # (Found after: KL to the base doubled, 0.50 / 0.49 / 0.44 by thirds against 0.24-0.32, but the
+    # picks' centred key weight did not move further, +0.13 / +0.04, +0.14 / +0.09, +0.13 / +0.07
+    # (beta 1 on the same menus: +0.21-0.27); held out 0.10 vs 0.05 deliveries (2 and 1 of 20
+    # episodes), p = 0.57, shaped 32.9 vs 28.8, p = 0.23; 63 min with 16 frozen episodes reused, ~87
+    # min played fresh; `learning_pilots.md`, session 32.)
     "overcooked_q_last_b4": Setting("quickstart_overcooked_smollm2.yaml",
                                     (*_POOLED, "train.critic_keys=state", "env.menu_format=letter_last",
                                      "train.kl_coef=0.25", "train.rounds=20"), "deliveries",

@@ -139,10 +139,14 @@ def test_learning_trains_evaluates_frozen_and_trained_and_reports(tiny_model_dir
     assert (out / "frozen" / "eval.jsonl").stat().st_mtime == stamp
     # More episodes play only the batches they add; the ones there are kept as they were.
     first = {name: (out / name / "eval.jsonl").read_text().splitlines() for name in ("frozen", "per_agent")}
-    more = [a if a != "2" or args[i - 1] != "--episodes" else "4" for i, a in enumerate(args)]
+    more = [*args, "--episodes", "4"]  # the last --episodes counts
     played_chunks, evaluate = [], learning.evaluate
-    monkeypatch.setattr(learning, "evaluate", lambda tr, bank, seeds, batch: (
-        played_chunks.append(list(seeds)), evaluate(tr, bank, seeds, batch))[1])
+
+    def evaluate_and_record(trainer, bank, seeds, batch):  # the real evaluation, its seeds noted
+        played_chunks.append(list(seeds))
+        return evaluate(trainer, bank, seeds, batch)
+
+    monkeypatch.setattr(learning, "evaluate", evaluate_and_record)
     assert learning.main(more) == 0
     assert played_chunks == [[10002, 10003], [10002, 10003]]  # frozen, then the trained team
     for name, lines in first.items():
