@@ -17,7 +17,8 @@ times, each from the adapter the last one left (a fresh pi_old, as a new round w
 fit it scores every decision of `--heldout-rounds` later rounds (never fitted on) and the fitted
 ones, and prints each agent's expected centred weight under its policy: 0 for uniform picks over
 the menu, what `name_soft` at beta 1 and 2 (`experiments/menu_policies.py`) would give on the
-same menus, and the base's own. Ends with one JSON line; `--out` also writes it as jsonl.
+same menus, what the target objective's optimum pi_ref x exp(beta w~) at beta 2 and 4 (kl_coef
+0.5 and 0.25) gives with the base as pi_ref, and the base's own. Ends with one JSON line; `--out` also writes it as jsonl.
 `--adapters-from RUN --fits 0` scores a training run's latest adapters on the same base
 decisions instead: what that run taught, on states it may never have visited. `--cache` keeps
 the collected decisions (their collection is most of a short run's time).
@@ -116,16 +117,39 @@ def scoring_rows(trainer: Trainer, decisions: list) -> tuple[dict, list[list[np.
             [[d.option_advantages for d in decisions if d.agent == a] for a in range(cfg.n_adapters)])
 
 
-def expected_weight(trainer: Trainer, score, bank, rows: tuple[dict, list[list[np.ndarray]]]) -> list[float]:
-    """Per agent: the mean over its decisions of sum_j pi(j) w~_j, pi its adapter's distribution
-    over the menu's slots (`score`, from `slot_probabilities`; `rows` from `scoring_rows`)."""
+def menu_probabilities(trainer: Trainer, score, bank, rows: tuple[dict, list[list[np.ndarray]]]) -> list[np.ndarray]:
+    """Per agent [n, M]: its adapter's distribution over each of its decisions' menu slots
+    (`score`, from `slot_probabilities`; `rows` from `scoring_rows`)."""
     inputs, centred_of = rows
     mb, out = trainer.cfg.train.minibatch_size, []
     for a, mine in enumerate(centred_of):
         lora = jax.tree.map(lambda v: v[a], bank)
-        p = np.concatenate([np.asarray(score(lora, jax.tree.map(lambda v: v[a, lo:lo + mb], inputs)))
-                            for lo in range(0, len(mine), mb)])  # [n, M]
-        out.append(float(np.mean([p[j, :len(w)] @ w for j, w in enumerate(mine)])))
+        out.append(np.concatenate([np.asarray(score(lora, jax.tree.map(lambda v: v[a, lo:lo + mb], inputs)))
+                                   for lo in range(0, len(mine), mb)]))
+    return out
+
+
+def expected_weight(trainer: Trainer, score, bank, rows: tuple[dict, list[list[np.ndarray]]]) -> list[float]:
+    """Per agent: the mean over its decisions of sum_j pi(j) w~_j, pi its adapter's distribution
+    over the menu's slots."""
+    probs = menu_probabilities(trainer, score, bank, rows)
+    return [float(np.mean([p[j, :len(w)] @ w for j, w in enumerate(mine)])) for p, mine in zip(probs, rows[1])]
+
+
+def target_weight(probs: list[np.ndarray], centred_of: list[list[np.ndarray]], beta: float) -> list[float]:
+    """Per agent: the expected centred weight under the regularised optimum the target objective
+    fits (`train.objective=target` at kl_coef 1 / beta), pi_ref(j) exp(beta w~_j) normalised over
+    each menu, pi_ref the base's menu distribution `probs` [n, M] (`menu_probabilities` of fresh
+    adapters). `name_soft` is the same with a uniform pi_ref: a base that favours some letters
+    whatever they label keeps that habit in its optimum, which then sits nearer 0."""
+    out = []
+    for p, mine in zip(probs, centred_of):
+        vals = []
+        for j, w in enumerate(mine):
+            w = np.asarray(w, np.float64)
+            q = p[j, :len(w)] * np.exp(beta * (w - w.max()))
+            vals.append(q / q.sum() @ w)
+        out.append(float(np.mean(vals)))
     return out
 
 
@@ -214,6 +238,11 @@ def main(argv: list[str] | None = None) -> int:
         bank, opt_state = restored.state.bank, restored.state.opt_state
     rows, score = [], slot_probabilities(trainer)
     scored = {"heldout": scoring_rows(trainer, held), "fitted": scoring_rows(trainer, fit)}
+    base_probs = menu_probabilities(trainer, score, state.bank, scored["heldout"])  # fresh adapters: the base
+    reference.update({f"target@{b:g}": target_weight(base_probs, scored["heldout"][1], b) for b in (2.0, 4.0)})
+    print(f"held-out optimum of the target objective: "
+          f"{json.dumps({k: [round(x, 3) for x in v] for k, v in reference.items() if k.startswith('target')})}",
+          flush=True)
     for i in range(args.fits + 1):
         if i:
             keys = trainer.placement.split(jax.random.split(jax.random.PRNGKey(1000 + i), cfg.n_adapters))

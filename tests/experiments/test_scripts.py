@@ -489,6 +489,19 @@ def test_name_fit_scores_the_adapters_expected_name_weight(tiny_model_dir, tmp_p
     assert result["fitted_decisions"] > 0 and result["heldout_decisions"] > 0
     soft1, soft2 = result["reference"]["name_soft@1"], result["reference"]["name_soft@2"]
     assert all(0 <= a <= b for a, b in zip(soft1, soft2))  # a stronger preference for the weights scores higher
+    # The target's optimum over the base's own menu distribution: sharper at beta 4, and at the
+    # base's score (row 0, the fresh adapters) when beta -> 0.
+    target2, target4 = result["reference"]["target@2"], result["reference"]["target@4"]
+    assert all(a <= b + 1e-9 for a, b in zip(target2, target4))
+    w = [np.array([1.0, -1.0]), np.array([0.5, 0.0, -0.5])]  # centred weights of two menus
+    base = np.array([[0.5, 0.5, 0.0], [0.8, 0.1, 0.1]])  # [n, M] the base's menu distribution
+    assert name_fit.target_weight([base], [w], 0.0) == pytest.approx([(0.0 + 0.8 * 0.5 - 0.1 * 0.5) / 2])
+    uniform = np.array([[0.5, 0.5, 0.0], [1 / 3, 1 / 3, 1 / 3]])  # a uniform base: name_soft's optimum
+    soft = [np.exp(2 * x) / np.exp(2 * x).sum() @ x for x in w]
+    assert name_fit.target_weight([uniform], [w], 2.0) == pytest.approx([np.mean(soft)])
+    # A base stuck on the worst entry keeps most of its habit: the optimum sits below name_soft's.
+    stuck = np.array([[0.05, 0.95, 0.0], [0.05, 0.05, 0.9]])
+    assert name_fit.target_weight([stuck], [w], 2.0)[0] < np.mean(soft)
     rows = result["rows"]
     assert [r["fit"] for r in rows] == [0, 1] and rows[1]["kl"] > 0
     assert all(np.isfinite(r["heldout"]).all() and np.isfinite(r["fitted"]).all() for r in rows)
