@@ -18,7 +18,8 @@ fit it scores every decision of `--heldout-rounds` later rounds (never fitted on
 ones, and prints each agent's expected centred weight under its policy: 0 for uniform picks over
 the menu, what `name_soft` at beta 1 and 2 (`experiments/menu_policies.py`) would give on the
 same menus, what the target objective's optimum pi_ref x exp(beta w~) at beta 2 and 4 (kl_coef
-0.5 and 0.25) gives with the base as pi_ref, and the base's own. Ends with one JSON line; `--out` also writes it as jsonl.
+0.5 and 0.25) gives with the base as pi_ref, and the base's own. Ends with one JSON line; `--out`
+also writes it as jsonl.
 `--adapters-from RUN --fits 0` scores a training run's latest adapters on the same base
 decisions instead: what that run taught, on states it may never have visited. `--cache` keeps
 the collected decisions (their collection is most of a short run's time).
