@@ -130,11 +130,17 @@ def menu_probabilities(trainer: Trainer, score, bank, rows: tuple[dict, list[lis
     return out
 
 
-def expected_weight(trainer: Trainer, score, bank, rows: tuple[dict, list[list[np.ndarray]]]) -> list[float]:
+def expected_weight(probs: list[np.ndarray], centred_of: list[list[np.ndarray]]) -> list[float]:
     """Per agent: the mean over its decisions of sum_j pi(j) w~_j, pi its adapter's distribution
-    over the menu's slots."""
-    probs = menu_probabilities(trainer, score, bank, rows)
-    return [float(np.mean([p[j, :len(w)] @ w for j, w in enumerate(mine)])) for p, mine in zip(probs, rows[1])]
+    over the menu's slots (`probs` [n, M] from `menu_probabilities`)."""
+    return [float(np.mean([p[j, :len(w)] @ w for j, w in enumerate(mine)])) for p, mine in zip(probs, centred_of)]
+
+
+def tilted_weight(p: np.ndarray, w: np.ndarray, beta: float) -> float:
+    """sum_j q_j w_j for q proportional to p_j exp(beta w_j) over one menu (p, w [M])."""
+    w = np.asarray(w, np.float64)
+    q = p * np.exp(beta * (w - w.max()))
+    return float(q / q.sum() @ w)
 
 
 def target_weight(probs: list[np.ndarray], centred_of: list[list[np.ndarray]], beta: float) -> list[float]:
@@ -143,30 +149,16 @@ def target_weight(probs: list[np.ndarray], centred_of: list[list[np.ndarray]], b
     each menu, pi_ref the base's menu distribution `probs` [n, M] (`menu_probabilities` of fresh
     adapters). `name_soft` is the same with a uniform pi_ref: a base that favours some letters
     whatever they label keeps that habit in its optimum, which then sits nearer 0."""
-    out = []
-    for p, mine in zip(probs, centred_of):
-        vals = []
-        for j, w in enumerate(mine):
-            w = np.asarray(w, np.float64)
-            q = p[j, :len(w)] * np.exp(beta * (w - w.max()))
-            vals.append(q / q.sum() @ w)
-        out.append(float(np.mean(vals)))
-    return out
+    return [float(np.mean([tilted_weight(p[j, :len(w)], w, beta) for j, w in enumerate(mine)]))
+            for p, mine in zip(probs, centred_of)]
 
 
 def name_soft(decisions: list, beta: float) -> list[float]:
     """Per agent: the expected centred weight of `name_soft` at `beta` on the same menus (each
     decision's centred weights w~ from `collect`; exp(beta w~) is exp(beta w) normalised)."""
-    out = []
-    for a in sorted({d.agent for d in decisions}):
-        vals = []
-        for d in decisions:
-            if d.agent == a:
-                w = d.option_advantages.astype(np.float64)
-                p = np.exp(beta * (w - w.max()))
-                vals.append(p / p.sum() @ w)
-        out.append(float(np.mean(vals)))
-    return out
+    return [float(np.mean([tilted_weight(np.ones(len(d.option_advantages)), d.option_advantages, beta)
+                           for d in decisions if d.agent == a]))
+            for a in sorted({d.agent for d in decisions})]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -249,7 +241,10 @@ def main(argv: list[str] | None = None) -> int:
             keys = trainer.placement.split(jax.random.split(jax.random.PRNGKey(1000 + i), cfg.n_adapters))
             bank, opt_state, metrics = trainer.update(trainer.params, trainer.placement.bank(bank),
                                                       trainer.placement.bank(opt_state), dbatch, keys, active)
-        row = {"fit": i, **{k: expected_weight(trainer, score, bank, v) for k, v in scored.items()},
+        # Before any fit, fresh adapters are the base, whose held-out scores `base_probs` holds.
+        probs = {k: base_probs if (k, i, args.adapters_from) == ("heldout", 0, None)
+                 else menu_probabilities(trainer, score, bank, v) for k, v in scored.items()}
+        row = {"fit": i, **{k: expected_weight(probs[k], v[1]) for k, v in scored.items()},
                "time_s": round(time.time() - t0, 1)}
         if i:
             row["kl"] = float(np.mean(np.asarray(metrics.kl)[np.asarray(metrics.stepped)]))
