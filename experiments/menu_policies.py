@@ -55,7 +55,8 @@ from omjax.config import CRITIC_KEYS, load_config  # noqa: E402
 from omjax.eval.stats import bootstrap_ci, mann_whitney  # noqa: E402
 from omjax.games.registry import make_game  # noqa: E402
 from omjax.options.libraries import resolve_library  # noqa: E402
-from omjax.train.continuation import ENTRY_LABELS, UniformQ, entry_keys, entry_labels, name_weights  # noqa: E402
+from omjax.train.continuation import (ENTRY_LABELS, UniformQ, entry_keys, entry_labels, name_weights,  # noqa: E402
+                                      uniform_menus)
 from omjax.train.rollout import segment_plan, walk_entry  # noqa: E402
 
 IDLE = ("wait", "drop_held")
@@ -127,7 +128,7 @@ def power(x: np.ndarray, y: np.ndarray, n: int, draws: int, rng: np.random.Gener
 def play(game, policy: str, seeds: list[int], on_pick=None, starts: list[int] | None = None,
          steps: int | None = None, walks: list[np.random.Generator] | None = None,
          q_values: UniformQ | None = None, names: dict[str, float] | None = None,
-         on_values=None, keys_by: str = "name") -> tuple[np.ndarray, np.ndarray]:
+         keys_by: str = "name") -> tuple[np.ndarray, np.ndarray]:
     """One episode per seed, all stepped together. Returns each episode's team deliveries [n]
     and its training reward at each step (the games' step rewards, progress bonus included)
     [n, T]. `on_pick(k, i, menu, j, t)`, if given, sees every pick (agent i of episode k chose
@@ -141,9 +142,7 @@ def play(game, policy: str, seeds: list[int], on_pick=None, starts: list[int] | 
     segment's. With a training run's starts and `rollout.walk_rng(seed, round)` streams, the
     cohorts start from that run's root states. The `q_*` policies read `q_values` (a
     `continuation.UniformQ` of `game`), `name_soft` its `names` (keyed as `keys_by`:
-    `continuation.entry_keys`). With `q_values` and `on_values(menu, q_row, keys)`, every
-    decision's menu, its Q_u over the library's instances [I] and its entries' `keys_by` keys are
-    passed to `on_values` (whatever the policy)."""
+    `continuation.entry_keys`)."""
     if policy in Q_POLICIES and q_values is None:
         raise ValueError(f"policy {policy!r} needs q_values (a UniformQ of the game)")
     n, total = game.n_agents, len(seeds)
@@ -165,7 +164,7 @@ def play(game, policy: str, seeds: list[int], on_pick=None, starts: list[int] | 
         walk: dict = {}
         pending = np.argwhere(game.needs_decision())
         q = {}
-        if q_values is not None:
+        if policy in Q_POLICIES:
             deciding = [(int(k), int(i)) for k, i in pending if t >= start_of[k]]
             if deciding:
                 vals, _ = q_values.estimate([game.snapshot(k) for k, _ in deciding], [i for _, i in deciding],
@@ -179,10 +178,8 @@ def play(game, policy: str, seeds: list[int], on_pick=None, starts: list[int] | 
                     walk[(cohort, i)] = walk_entry(menu, walk_rngs[cohort])
                 choices[k, i] = walk[(cohort, i)].index
                 continue
-            keys = (None if keys_by == "name" or (policy != "name_soft" and on_values is None)
+            keys = (None if keys_by == "name" or policy != "name_soft"
                     else entry_keys(game.lib, game.snapshot(int(k))[0], int(i), menu, keys_by))
-            if on_values is not None and q:
-                on_values(menu, q[(int(k), int(i))], keys or [it.opt for it in menu])
             j = pick(policy, menu, pick_rngs[k], q.get((int(k), int(i))), names, keys)
             if on_pick is not None and t < start_of[k] + steps:
                 on_pick(int(k), int(i), menu, j, t - int(start_of[k]))
@@ -198,19 +195,14 @@ def play(game, policy: str, seeds: list[int], on_pick=None, starts: list[int] | 
 def fit_name_weights(game, q_values: UniformQ, seeds: list[int], labels: tuple[str, ...] = ("value",),
                      keys_by: str = "name") -> dict[str, tuple[dict[str, float], float]]:
     """Per Q_u label (`continuation.entry_labels`, what `train.q_label` credits entries with):
-    the mean label of each option name over the uniform picks of one episode per seed, in units
-    of the sd of all labels (decisions offering one entry carry none and are left out): the
-    state-independent preference `name_soft` scales by beta; and the share of the labels'
-    variance the names explain (R^2: what a preference over names can follow, the signal a
-    policy that reads names gets per decision). `keys_by="state"`: per option name and read-set
-    features instead (`continuation.entry_keys`)."""
-    menus: list[tuple[list[str], np.ndarray]] = []
-
-    def record(menu, q_row, keys):
-        if len(menu) > 1:
-            menus.append((keys, menu_values(menu, q_row)))
-
-    play(game, "uniform", seeds, q_values=q_values, on_values=record, keys_by=keys_by)
+    the mean label of each option name over the uniform picks of one episode per seed
+    (`continuation.uniform_menus`, the trainer's `train.critic_burnin`), in units of the sd of all
+    labels (decisions offering one entry carry none and are left out): the state-independent
+    preference `name_soft` scales by beta; and the share of the labels' variance the names explain
+    (R^2: what a preference over names can follow, the signal a policy that reads names gets per
+    decision). `keys_by="state"`: per option name and read-set features instead
+    (`continuation.entry_keys`)."""
+    menus = uniform_menus(game, q_values, seeds, keys_by)
     if not menus:
         raise ValueError(f"no decision of the {len(seeds)} fit episodes offered two options")
     names = [ns for ns, _ in menus]

@@ -338,6 +338,14 @@ class TrainConfig:
     sums in `TrainState.critic`, checkpointed and resumed with the run), so the regularised
     optimum the update aims at settles as the run goes on. Not in the paper."""
 
+    critic_burnin: int = 0
+    """`name_critic=pooled`: the critic's statistics start from the labels of this many
+    uniform-pick episodes of the game (`continuation.uniform_menus`, seeds `rollout.burnin_seed`,
+    apart from every training and held-out seed), played before round 0, instead of from none:
+    the labels are Q_u's, which no policy enters, so the target the update fits is near its
+    final value from the first round instead of following the first rounds' few root states.
+    0: no burn-in. Not in the paper (its burn-in (§5) logs the options' effects for guard synthesis)."""
+
     critic_keys: str = "name"
     """`q_label=name`: what the critic over names keys each menu entry by
     (`continuation.entry_keys`). "name": its option name. "state": its option name with the
@@ -433,6 +441,9 @@ class TrainConfig:
         _check(self.name_critic == "round" or (self.advantage == "uniform_q" and self.q_label == "name"),
                "train.name_critic", "pooled pools the critic over option names: it needs "
                f"train.advantage=uniform_q and train.q_label=name, got {self.advantage} / {self.q_label}")
+        _check(self.critic_burnin >= 0, "train.critic_burnin", f"must be >= 0, got {self.critic_burnin}")
+        _check(not self.critic_burnin or self.name_critic == "pooled", "train.critic_burnin",
+               f"seeds the pooled critic's statistics: it needs train.name_critic=pooled, got {self.name_critic}")
         _check(self.critic_keys in CRITIC_KEYS, "train.critic_keys",
                f"must be one of {', '.join(map(repr, CRITIC_KEYS))}, got {self.critic_keys!r}")
         _check(self.critic_keys == "name" or self.q_label == "name", "train.critic_keys",

@@ -237,6 +237,35 @@ def key_order(option_names: tuple[str, ...], by: str = "name") -> tuple[str, ...
     return tuple(_KEY_SEP.join((n, *c)) for n in option_names for c in combos)
 
 
+def uniform_menus(game, q_values: UniformQ, seeds: Sequence[int], by: str = "name") -> list[tuple[list[str], np.ndarray]]:
+    """A uniform-over-menu burn-in for the critic over names (`train.critic_burnin`;
+    `experiments/menu_policies.py` fits `name_soft` on it): one full episode of `game` per seed,
+    all stepped together, every agent picking uniformly over its guard-filtered menu (letters
+    shuffled from `default_rng([seed, agent])`, picks from `default_rng([seed, 2**20])`). Returns,
+    per decision whose menu offers two options or more, its entries' keys (`entry_keys(..., by)`)
+    and their Q_u from `q_values` [len(menu)]."""
+    _check_keys(by)
+    seeds = [int(s) for s in seeds]
+    n = game.n_agents
+    game.reset(seeds)
+    letters = [[np.random.default_rng([s, i]) for i in range(n)] for s in seeds]
+    picks = [np.random.default_rng([s, 1 << 20]) for s in seeds]
+    choices = np.zeros((len(seeds), n), np.int32)
+    out = []
+    for t in range(game.horizon):
+        pending = [(int(k), int(i)) for k, i in np.argwhere(game.needs_decision())]
+        if pending:
+            q, _ = q_values.estimate([game.snapshot(k) for k, _ in pending], [i for _, i in pending],
+                                     jax.random.fold_in(jax.random.PRNGKey(seeds[0]), t))  # [D, I]
+        for j, (k, i) in enumerate(pending):
+            menu = game.menu(k, i, letters[k][i])
+            if len(menu) > 1:
+                out.append((entry_keys(game.lib, game.snapshot(k)[0], i, menu, by), q[j][[it.index for it in menu]]))
+            choices[k, i] = menu[int(picks[k].integers(len(menu)))].index
+        game.step(choices)
+    return out
+
+
 def name_credit(names: Sequence[str], weights: dict[str, float]) -> np.ndarray:
     """Each entry's credit under the critic over names: its name's weight less the menu's mean
     ([len(names)]; zeros for a one-entry menu, where there is no choice to credit)."""

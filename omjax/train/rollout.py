@@ -394,6 +394,12 @@ def episode_seed(seed: int, round_idx: int, rollout: int) -> int:
     return int(np.random.SeedSequence([seed, round_idx, rollout]).generate_state(1)[0])
 
 
+def burnin_seed(seed: int, episode: int) -> int:
+    """Seed of the critic's burn-in episode `episode` (`train.critic_burnin`), from the run seed:
+    a stream apart from `episode_seed`'s (a 32-bit draw, as theirs)."""
+    return int(np.random.SeedSequence([seed, episode], spawn_key=(1,)).generate_state(1)[0])
+
+
 @functools.partial(jax.jit, static_argnums=1)
 def _pad_keys(keys: jax.Array, rows: int) -> jax.Array:
     """[n] request keys -> [rows] (padding rows reuse the first key; their output is dropped)."""

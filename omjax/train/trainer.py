@@ -49,8 +49,8 @@ from omjax.train.continuation import UniformQ
 from omjax.train.metrics import MetricsLog, plot_learning_curve, write_jsonl_atomic
 from omjax.train.policy import LetterPolicy, SamplePolicy
 from omjax.train.sharding import Placement, device_bytes_limit, model_axis, staging_device, to_host
-from omjax.train.rollout import (Decider, Decision, RolloutBatch, collect_group, decision_record, segment_start,
-                                 update_inputs)
+from omjax.train.rollout import (Decider, Decision, RolloutBatch, burnin_seed, collect_group, decision_record,
+                                 segment_start, update_inputs)
 from omjax.train.update import (UpdateSettings, active_minibatches, init_opt_state, make_bank_update,
                                 make_optimizer)
 
@@ -249,6 +249,8 @@ class Trainer:
         only the first does; every process takes part in each orbax checkpoint)."""
         self.round_compilations: list[int] = []
         """XLA compilations during each `round_group` call of this Trainer (0 once shapes repeat)."""
+        self._burnin: dict[int, tuple[np.ndarray, int]] = {}
+        """`train.critic_burnin`: per seed, its burn-in's critic statistics [n_keys, 3] and labelled decisions."""
         self.replay: list[dict[int, list[Decision]]] = [{} for _ in self.seeds]
         """`train.replay_rounds`: per seed, recent rounds' decisions by round (`replay_entry`),
         filled as rounds are played and, on a resumed run, read back from `replay_path`."""
@@ -299,6 +301,9 @@ class Trainer:
         n_seeds, a, k = len(states), cfg.n_adapters, cfg.train.rollouts
         if n_seeds != len(self.seeds) or any(int(st.round) != r for st in states):
             raise ValueError(f"round_group needs one state per seed ({len(self.seeds)}), all at one round")
+        burnin: list[dict] = [{} for _ in states]
+        if r == 0 and cfg.train.critic_burnin and cfg.train.train:
+            states, burnin = self._burned_in(states)
         c0, t0 = compilations(), time.time()
         splits = [jax.random.split(st.key, 3) for st in states]  # per seed: next key, rollouts, update
         bank = self.placement.bank(_stack([st.bank for st in states]))
@@ -374,7 +379,7 @@ class Trainer:
         out_states, rows = [], []
         for s, (st, b) in enumerate(zip(states, batches)):
             row = self._row(r, b, advs[s], zeros[s], will[s], upds[s], st.best_return)
-            row.update(q_rows[s])
+            row.update(q_rows[s], **burnin[s])
             if cfg.train.replay_rounds:
                 row["replayed_decisions"] = len(replayed[s])
             row.update(time_rollout_s=t1 - t0, time_update_s=t2 - t1, time_s=t2 - t0)
@@ -384,6 +389,31 @@ class Trainer:
                                          best_return=jnp.float32(row["team_return_mean"]) if best else st.best_return))
             rows.append(row)
         return out_states, rows, batches
+
+    def _burned_in(self, states: list[TrainState]) -> tuple[list[TrainState], list[dict]]:
+        """`train.critic_burnin`: round-0 `states` with each seed's pooled critic set to the
+        statistics of its burn-in episodes' value labels (`continuation.uniform_menus` on seeds
+        `burnin_seed(seed, 0..n-1)`, kept for later calls), and per seed its round-0 metrics
+        fields: `critic_burnin` (episodes, labelled decisions, keys seen, the share of the labels'
+        variance they explain) and `time_burnin_s`."""
+        t0, n = time.time(), self.cfg.train.critic_burnin
+        by = self.cfg.train.critic_keys
+        order = continuation.key_order(self.q_values.lib.schema.option_names, by)
+        out, info = [], []
+        for seed, st in zip(self.seeds, states):
+            if seed not in self._burnin:
+                menus = continuation.uniform_menus(self.game, self.q_values, [burnin_seed(seed, j) for j in range(n)], by)
+                if not menus:
+                    raise ValueError(f"train.critic_burnin: no decision of the {n} burn-in episodes offered two options")
+                self._burnin[seed] = (continuation.name_stats([ks for ks, _ in menus],
+                                                              [continuation.entry_labels(q) for _, q in menus], order),
+                                      len(menus))
+            stats, decisions = self._burnin[seed]
+            weights, r2, _ = continuation.weights_from_stats(stats, order)
+            out.append(st.replace(critic=jnp.asarray(stats, jnp.float32)))
+            info.append({"episodes": n, "decisions": decisions, "keys": len(weights), "r2": r2})
+        seconds = time.time() - t0
+        return out, [{"critic_burnin": one, "time_burnin_s": seconds} for one in info]
 
     def _own_advantages(self, batch: RolloutBatch, key: jax.Array,
                         critic: jax.Array | None) -> tuple[np.ndarray, bool, dict, jax.Array | None]:

@@ -12,8 +12,8 @@ from omjax.options.libraries import resolve_library
 from omjax.options.overcooked import HELD_OF_ITEM
 from omjax.train.checkpoint import Checkpointer
 from omjax.train.continuation import (ENTRY_LABELS, UniformQ, baseline, entry_keys, entry_labels, key_order, name_stats,
-                                     name_weights, weights_from_stats)
-from omjax.train.rollout import update_inputs
+                                     name_weights, uniform_menus, weights_from_stats)
+from omjax.train.rollout import burnin_seed, episode_seed, update_inputs
 from omjax.train.trainer import Trainer
 from tests.eval.tiny_model import write_tiny_llama
 
@@ -300,6 +300,44 @@ def test_pooled_name_critic_averages_every_round_so_far(overcooked_model, tmp_pa
     restored = ckpt.restore(trainer.init_state()).state
     ckpt.close()
     np.testing.assert_array_equal(np.asarray(restored.critic), np.asarray(state2.critic))
+
+
+def test_critic_burnin_seeds_the_pooled_critic_before_round_0(overcooked_model, tmp_path):
+    """`train.critic_burnin=2`: round 0 starts the pooled critic from the value labels of 2
+    uniform-pick episodes on seeds of their own (`uniform_menus`, `burnin_seed`), so round 0's
+    weights pool them with its own labels; later rounds add theirs, and a second round 0 from the
+    same state reuses the burn-in."""
+    cfg = load_config(None, [*CFG, "train.all_options=true", "train.q_label=name", "train.name_critic=pooled",
+                             "train.critic_keys=state", "train.critic_burnin=2", f"run.out_dir={tmp_path}"])
+    trainer = Trainer(cfg, model=overcooked_model)
+    order = key_order(trainer.q_values.lib.schema.option_names, "state")
+    state0 = trainer.init_state()
+    state1, row1, batch1 = trainer.round(state0)
+    seeds = [burnin_seed(cfg.seed, j) for j in range(2)]
+    assert len(set(seeds)) == 2 and not set(seeds) & {*range(10000, 10020), *(episode_seed(cfg.seed, 0, k) for k in range(2))}
+    menus = uniform_menus(trainer.game, trainer.q_values, seeds, "state")
+    assert menus and all(len(ks) == len(q) > 1 for ks, q in menus)
+    burn = name_stats([ks for ks, _ in menus], [entry_labels(q) for _, q in menus], order)
+    ds = batch1.decisions
+    q, _ = trainer.q_values.estimate([d.snapshot for d in ds], [d.agent for d in ds],
+                                     jax.random.fold_in(jax.random.split(state0.key, 3)[1], 1))
+    own = name_stats([d.keys for d in ds], [entry_labels(q[j, [it.index for it in d.menu]]) for j, d in enumerate(ds)],
+                     order)
+    np.testing.assert_allclose(np.asarray(state1.critic), burn + own, rtol=1e-5)
+    weights, r2, _ = weights_from_stats(burn, order)
+    assert row1["critic_burnin"] == {"episodes": 2, "decisions": len(menus), "keys": len(weights),
+                                     "r2": pytest.approx(r2)}
+    assert row1["q_name_weights"] == pytest.approx(weights_from_stats(burn + own, order)[0], rel=1e-4)
+    # Every key the burn-in saw has a weight in round 0 (a pooled critic of the round alone has fewer).
+    assert set(weights) <= set(row1["q_name_weights"]) and len(weights) > 0
+    again, row_again, _ = trainer.round(state0)
+    np.testing.assert_array_equal(np.asarray(again.critic), np.asarray(state1.critic))
+    _, row2, _ = trainer.round(state1)
+    assert "critic_burnin" not in row2 and row_again["critic_burnin"] == row1["critic_burnin"]
+    with pytest.raises(ConfigError, match="train.critic_burnin"):
+        load_config(None, [*CFG, "train.q_label=name", "train.critic_burnin=2"])  # name_critic round
+    with pytest.raises(ConfigError, match="train.critic_burnin"):
+        load_config(None, ["train.critic_burnin=-1"])
 
 
 def test_all_options_with_relettered_copies_under_reply_scope(overcooked_model, tmp_path):
