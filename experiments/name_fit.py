@@ -45,6 +45,7 @@ from learning import SETTINGS  # noqa: E402
 
 from omjax.config import load_config  # noqa: E402
 from omjax.train.checkpoint import Checkpointer  # noqa: E402
+from omjax.train.continuation import tilted_weight  # noqa: E402
 from omjax.train.metrics import read_jsonl  # noqa: E402
 from omjax.train.rollout import collect_group, update_inputs  # noqa: E402
 from omjax.train.trainer import Trainer  # noqa: E402
@@ -134,13 +135,6 @@ def expected_weight(probs: list[np.ndarray], centred_of: list[list[np.ndarray]])
     """Per agent: the mean over its decisions of sum_j pi(j) w~_j, pi its adapter's distribution
     over the menu's slots (`probs` [n, M] from `menu_probabilities`)."""
     return [float(np.mean([p[j, :len(w)] @ w for j, w in enumerate(mine)])) for p, mine in zip(probs, centred_of)]
-
-
-def tilted_weight(p: np.ndarray, w: np.ndarray, beta: float) -> float:
-    """sum_j q_j w_j for q proportional to p_j exp(beta w_j) over one menu (p, w [M])."""
-    w = np.asarray(w, np.float64)
-    q = p * np.exp(beta * (w - w.max()))
-    return float(q / q.sum() @ w)
 
 
 def target_weight(probs: list[np.ndarray], centred_of: list[list[np.ndarray]], beta: float) -> list[float]:

@@ -237,7 +237,8 @@ def key_order(option_names: tuple[str, ...], by: str = "name") -> tuple[str, ...
     return tuple(_KEY_SEP.join((n, *c)) for n in option_names for c in combos)
 
 
-def uniform_menus(game, q_values: UniformQ, seeds: Sequence[int], by: str = "name") -> list[tuple[list[str], np.ndarray]]:
+def uniform_menus(game, q_values: UniformQ, seeds: Sequence[int],
+                  by: str = "name") -> list[tuple[list[str], np.ndarray]]:
     """A uniform-over-menu burn-in for the critic over names (`train.critic_burnin`;
     `experiments/menu_policies.py` fits `name_soft` on it): one full episode of `game` per seed,
     all stepped together, every agent picking uniformly over its guard-filtered menu (letters
@@ -264,6 +265,15 @@ def uniform_menus(game, q_values: UniformQ, seeds: Sequence[int], by: str = "nam
             choices[k, i] = menu[int(picks[k].integers(len(menu)))].index
         game.step(choices)
     return out
+
+
+def tilted_weight(p: np.ndarray, w: np.ndarray, beta: float) -> float:
+    """sum_j q_j w_j for q proportional to p_j exp(beta w_j) over one menu (p, w [M]): the
+    expected weight under the regularised optimum of a policy `p` tilted by the critic's weights
+    at beta = 1 / kl_coef (`name_soft` of `experiments/menu_policies.py` where p is uniform)."""
+    w = np.asarray(w, np.float64)
+    q = np.asarray(p, np.float64) * np.exp(beta * (w - w.max()))
+    return float(q / q.sum() @ w)
 
 
 def name_credit(names: Sequence[str], weights: dict[str, float]) -> np.ndarray:

@@ -402,12 +402,13 @@ class Trainer:
         out, info = [], []
         for seed, st in zip(self.seeds, states):
             if seed not in self._burnin:
-                menus = continuation.uniform_menus(self.game, self.q_values, [burnin_seed(seed, j) for j in range(n)], by)
+                menus = continuation.uniform_menus(self.game, self.q_values, [burnin_seed(seed, j) for j in range(n)],
+                                                   by)  # per labelled decision: (keys, Q_u) [len(menu)] each
                 if not menus:
-                    raise ValueError(f"train.critic_burnin: no decision of the {n} burn-in episodes offered two options")
-                self._burnin[seed] = (continuation.name_stats([ks for ks, _ in menus],
-                                                              [continuation.entry_labels(q) for _, q in menus], order),
-                                      len(menus))
+                    raise ValueError(f"train.critic_burnin: no decision of the {n} burn-in episodes offered "
+                                     "two options")
+                labels = [continuation.entry_labels(q) for _, q in menus]
+                self._burnin[seed] = (continuation.name_stats([ks for ks, _ in menus], labels, order), len(menus))
             stats, decisions = self._burnin[seed]
             weights, r2, _ = continuation.weights_from_stats(stats, order)
             out.append(st.replace(critic=jnp.asarray(stats, jnp.float32)))

@@ -345,7 +345,7 @@ def test_idle_picks_compares_each_rounds_idle_share_with_uniform_picks(tmp_path,
     menu = [{"letter": "A", "option": "wait"}, {"letter": "B", "option": "pick_onion"}]
     records = [{"round": 0, "agent": 0, "option": "wait", "letter": "A", "menu": menu},
                {"round": 0, "agent": 0, "option": "wait", "letter": "B", "menu": menu},
-               {"round": 0, "agent": 1, "option": "pick_onion", "letter": "A", "menu": menu[::-1]}]
+               {"round": 0, "agent": 1, "option": "pick_onion", "letter": "B", "menu": menu[::-1]}]
     (tmp_path / "decisions").mkdir()
     (tmp_path / "decisions" / "round_0000.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
     assert idle_picks.main([str(tmp_path)]) == 0
@@ -355,6 +355,23 @@ def test_idle_picks_compares_each_rounds_idle_share_with_uniform_picks(tmp_path,
     assert rows[0]["top_letter_share"] == 0.5
     with pytest.raises(SystemExit, match="no decision records"):
         idle_picks.main([str(tmp_path / "missing")])
+    with pytest.raises(SystemExit, match="has no q_name_weights"):
+        idle_picks.main([str(tmp_path), "--parts", "2"])
+    # --parts: the picks' centred key weight under the last critic, by parts of the run.
+    keyed = [dict(r, keys=[m["option"] for m in r["menu"]]) for r in records]
+    later = [dict(r, round=1, letter="B", option="pick_onion") for r in keyed[:2]]  # round 1: both pick_onion
+    for r, rows_ in ((0, keyed), (1, later)):
+        (tmp_path / "decisions" / f"round_{r:04d}.jsonl").write_text("".join(json.dumps(x) + "\n" for x in rows_))
+    metrics = [{"round": r, "kl": 0.1 * (r + 1), "loss": 1.0, "team_return_mean": 2.0 * r, "deliveries_mean": 0.0,
+                "q_name_weights": {"wait": -1.0, "pick_onion": 1.0}} for r in (0, 1)]
+    (tmp_path / "metrics.jsonl").write_text("".join(json.dumps(m) + "\n" for m in metrics))
+    assert idle_picks.main([str(tmp_path), "--parts", "2"]) == 0
+    parts = json.loads(capsys.readouterr().out.strip().splitlines()[-1])["parts"]
+    assert [p["rounds"] for p in parts] == [[0, 0], [1, 1]]
+    # Round 0, by the letters picked: agent 0 wait (-1 centred) then pick_onion (+1); agent 1 pick_onion (+1).
+    assert parts[0]["key_weight"] == [0.0, 1.0] and parts[1]["key_weight"] == [1.0]
+    assert parts[0]["beta1"][1] == pytest.approx(np.tanh(1.0))  # e^{+1} vs e^{-1}: mean weight tanh(beta)
+    assert parts[1]["kl"] == pytest.approx(0.2) and parts[1]["shaped"] == 2.0
 
 
 def test_segment_baseline_replays_each_rounds_root_and_pairs_the_returns(tiny_model_dir, tmp_path, capsys):

@@ -314,7 +314,8 @@ def test_critic_burnin_seeds_the_pooled_critic_before_round_0(overcooked_model, 
     state0 = trainer.init_state()
     state1, row1, batch1 = trainer.round(state0)
     seeds = [burnin_seed(cfg.seed, j) for j in range(2)]
-    assert len(set(seeds)) == 2 and not set(seeds) & {*range(10000, 10020), *(episode_seed(cfg.seed, 0, k) for k in range(2))}
+    training = {episode_seed(cfg.seed, 0, k) for k in range(2)}
+    assert len(set(seeds)) == 2 and not set(seeds) & {*range(10000, 10020), *training}
     menus = uniform_menus(trainer.game, trainer.q_values, seeds, "state")
     assert menus and all(len(ks) == len(q) > 1 for ks, q in menus)
     burn = name_stats([ks for ks, _ in menus], [entry_labels(q) for _, q in menus], order)
