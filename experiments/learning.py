@@ -431,6 +431,11 @@ SETTINGS = {
     # eighteenth's ~83 s a round), trained evaluation ~29 min, ~88 minutes. The frozen base plays
     # the same episodes whatever the train.* keys are, so its 20 come from
     # `learning_overcooked_q_last_b4_s32/frozen_eval.jsonl`.
+    # (Found after: the burn-in took 2.8 min (1,902 labelled decisions, 20 keys, R^2 0.32), but the
+    # picks' centred key weight rose no faster than the seventeenth's, +0.06 / +0.07, +0.11 / +0.10,
+    # +0.19 / +0.07 by thirds (`idle_picks.py --parts 3`); held out 0.30 vs 0.05 deliveries (5 and
+    # 1 of 20 episodes), U = 240.5, p = 0.081, shaped return 41.8 vs 28.8, p = 0.0006; 58 min with
+    # the 20 frozen episodes reused, ~89 min played fresh; `learning_pilots.md`, session 33.)
     "overcooked_q_last_burn": Setting("quickstart_overcooked_smollm2.yaml",
                                       (*_POOLED, "train.critic_keys=state", "env.menu_format=letter_last",
                                        "train.critic_burnin=16", "train.rounds=18"), "deliveries",
