@@ -85,9 +85,11 @@ def key_weight_parts(run_dir: Path, parts: int, idle: set[str]) -> list[dict]:
             centred = [np.array([weights[k] for k in r["keys"]]) - np.mean([weights[k] for k in r["keys"]])
                        for r in scored]  # per decision [len(menu)]
             at = [[m["letter"] for m in r["menu"]].index(r["letter"]) for r in scored]
-            picked.append(float(np.mean([w[j] for w, j in zip(centred, at)])))
+            nan = float("nan")  # an agent with no two-option menu in the part
+            picked.append(float(np.mean([w[j] for w, j in zip(centred, at)])) if scored else nan)
             for b in BETAS:
-                refs[b].append(float(np.mean([tilted_weight(np.ones(len(w)), w, b) for w in centred])))
+                refs[b].append(float(np.mean([tilted_weight(np.ones(len(w)), w, b) for w in centred]))
+                               if scored else nan)
             idle_share.append(sum(r["option"] in idle for r in rs) / len(rs))
             idle_uniform.append(float(np.mean([sum(m["option"] in idle for m in r["menu"]) / len(r["menu"])
                                                for r in rs])))
@@ -118,8 +120,8 @@ def main(argv: list[str] | None = None) -> int:
     for p in parts:
         print(f"rounds {p['rounds'][0]}-{p['rounds'][1]} ({p['decisions']} decisions): picks' key weight "
               f"{pair(p['key_weight'])} (beta 1 / 2 / 4 on the same menus: {pair(p['beta1'])}, {pair(p['beta2'])}, "
-              f"{pair(p['beta4'])}); idle {pair(p['idle'], '.2f')} (uniform {pair(p['idle_if_uniform'], '.2f')}); kl {p['kl']:.3f}, "
-              f"loss {p['loss']:.3f}, shaped {p['shaped']:.1f}, units {p['units']:.2f}")
+              f"{pair(p['beta4'])}); idle {pair(p['idle'], '.2f')} (uniform {pair(p['idle_if_uniform'], '.2f')}); "
+              f"kl {p['kl']:.3f}, loss {p['loss']:.3f}, shaped {p['shaped']:.1f}, units {p['units']:.2f}")
     print(json.dumps({"experiment": "idle_picks", "run_dir": str(args.run_dir), "idle": args.idle, "rows": rows,
                       "parts": parts}))
     return 0
