@@ -435,7 +435,9 @@ SETTINGS = {
     # picks' centred key weight rose no faster than the seventeenth's, +0.06 / +0.07, +0.11 / +0.10,
     # +0.19 / +0.07 by thirds (`idle_picks.py --parts 3`); held out 0.30 vs 0.05 deliveries (5 and
     # 1 of 20 episodes), U = 240.5, p = 0.081, shaped return 41.8 vs 28.8, p = 0.0006; 58 min with
-    # the 20 frozen episodes reused, ~89 min played fresh; `learning_pilots.md`, session 33.)
+    # the 20 frozen episodes reused, ~89 min played fresh; a confirmation declared before it ran, on
+    # the fresh seeds 10020-10039: 0.25 vs 0.15, p = 0.65, shaped 37.5 vs 34.8, p = 0.81;
+    # `learning_pilots.md`, session 33.)
     "overcooked_q_last_burn": Setting("quickstart_overcooked_smollm2.yaml",
                                       (*_POOLED, "train.critic_keys=state", "env.menu_format=letter_last",
                                        "train.critic_burnin=16", "train.rounds=18"), "deliveries",
