@@ -76,7 +76,8 @@ def key_weight_parts(run_dir: Path, parts: int, idle: set[str]) -> list[dict]:
     for chunk in np.array_split(np.array(rounds), parts):
         if not len(chunk):
             continue
-        mine = [r for r in records if r["round"] in set(chunk.tolist())]
+        in_part = set(chunk.tolist())
+        mine = [r for r in records if r["round"] in in_part]
         agents = sorted({r["agent"] for r in mine})
         picked, refs, idle_share, idle_uniform = [], {b: [] for b in BETAS}, [], []
         for a in agents:
@@ -93,7 +94,7 @@ def key_weight_parts(run_dir: Path, parts: int, idle: set[str]) -> list[dict]:
             idle_share.append(sum(r["option"] in idle for r in rs) / len(rs))
             idle_uniform.append(float(np.mean([sum(m["option"] in idle for m in r["menu"]) / len(r["menu"])
                                                for r in rs])))
-        rows = [m for m in metrics if m["round"] in set(chunk.tolist())]
+        rows = [m for m in metrics if m["round"] in in_part]
         mean = lambda key: float(np.mean([m[key] for m in rows if m.get(key) is not None])) if rows else None
         out.append({"rounds": [int(chunk[0]), int(chunk[-1])], "decisions": len(mine), "key_weight": picked,
                     **{f"beta{b:g}": refs[b] for b in BETAS}, "idle": idle_share, "idle_if_uniform": idle_uniform,

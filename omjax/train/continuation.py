@@ -255,13 +255,14 @@ def uniform_menus(game, q_values: UniformQ, seeds: Sequence[int],
     out = []
     for t in range(game.horizon):
         pending = [(int(k), int(i)) for k, i in np.argwhere(game.needs_decision())]
+        snaps = [game.snapshot(k) for k, _ in pending]
         if pending:
-            q, _ = q_values.estimate([game.snapshot(k) for k, _ in pending], [i for _, i in pending],
+            q, _ = q_values.estimate(snaps, [i for _, i in pending],
                                      jax.random.fold_in(jax.random.PRNGKey(seeds[0]), t))  # [D, I]
         for j, (k, i) in enumerate(pending):
             menu = game.menu(k, i, letters[k][i])
             if len(menu) > 1:
-                out.append((entry_keys(game.lib, game.snapshot(k)[0], i, menu, by), q[j][[it.index for it in menu]]))
+                out.append((entry_keys(game.lib, snaps[j][0], i, menu, by), q[j][[it.index for it in menu]]))
             choices[k, i] = menu[int(picks[k].integers(len(menu)))].index
         game.step(choices)
     return out

@@ -10,6 +10,7 @@ from omjax.config import Q_LABELS, ConfigError, load_config
 from omjax.games.registry import make_game
 from omjax.options.libraries import resolve_library
 from omjax.options.overcooked import HELD_OF_ITEM
+from omjax.train import continuation
 from omjax.train.checkpoint import Checkpointer
 from omjax.train.continuation import (ENTRY_LABELS, UniformQ, baseline, entry_keys, entry_labels, key_order, name_stats,
                                      name_weights, uniform_menus, weights_from_stats)
@@ -302,7 +303,7 @@ def test_pooled_name_critic_averages_every_round_so_far(overcooked_model, tmp_pa
     np.testing.assert_array_equal(np.asarray(restored.critic), np.asarray(state2.critic))
 
 
-def test_critic_burnin_seeds_the_pooled_critic_before_round_0(overcooked_model, tmp_path):
+def test_critic_burnin_seeds_the_pooled_critic_before_round_0(overcooked_model, tmp_path, monkeypatch):
     """`train.critic_burnin=2`: round 0 starts the pooled critic from the value labels of 2
     uniform-pick episodes on seeds of their own (`uniform_menus`, `burnin_seed`), so round 0's
     weights pool them with its own labels; later rounds add theirs, and a second round 0 from the
@@ -331,7 +332,10 @@ def test_critic_burnin_seeds_the_pooled_critic_before_round_0(overcooked_model, 
     assert row1["q_name_weights"] == pytest.approx(weights_from_stats(burn + own, order)[0], rel=1e-4)
     # Every key the burn-in saw has a weight in round 0 (a pooled critic of the round alone has fewer).
     assert set(weights) <= set(row1["q_name_weights"]) and len(weights) > 0
+    played = []  # a spy on the real burn-in: a second round 0 must not play it again
+    monkeypatch.setattr(continuation, "uniform_menus", lambda *a, **k: played.append(1) or uniform_menus(*a, **k))
     again, row_again, _ = trainer.round(state0)
+    assert not played
     np.testing.assert_array_equal(np.asarray(again.critic), np.asarray(state1.critic))
     _, row2, _ = trainer.round(state1)
     assert "critic_burnin" not in row2 and row_again["critic_burnin"] == row1["critic_burnin"]
