@@ -1,0 +1,96 @@
+"""Does sampling a trained team at a lower temperature sharpen what it learned? Training-style seeds.
+
+    python experiments/eval_temperature.py runs/learning_s33/overcooked_q_last_burn/per_agent \\
+        --game overcooked_q_last_burn --seed0 5000 --episodes 16 --temperature 0.5 --out runs/s34/temp05
+
+`policy.temperature` divides every logit of a decision (state-line label and letter,
+`omjax.train.policy`), so at T < 1 the adapters' learned shift counts 1 / T times as much, and so
+do the base's letter habits (which, under the per-decision shuffle, say nothing about the
+options). This plays the frozen base and a run's latest adapters (its newest checkpoint) with the
+learning setting's held-out config at temperature T, on seeds below the held-out range (a
+training-style check that chooses an evaluation protocol without looking at a held-out episode;
+training episodes are seeded by 32-bit hashes, `rollout.episode_seed`, so small seeds are
+theirs by chance at most), and prints the real deliveries, delivering episodes, shaped return,
+idle share and a Mann-Whitney test between the two. Episodes are saved per batch to
+`OUT/{frozen,trained}.jsonl` (a stopped probe resumes); the last line is one JSON summary.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import common  # noqa: E402
+from learning import EVAL_SEED0, SETTINGS, evaluate, evaluated  # noqa: E402
+from menu_policies import IDLE  # noqa: E402
+
+from omjax.config import load_config  # noqa: E402
+from omjax.eval.stats import bootstrap_ci, mann_whitney  # noqa: E402
+from omjax.train.checkpoint import Checkpointer  # noqa: E402
+from omjax.train.trainer import Trainer  # noqa: E402
+
+
+def describe(episodes: list[dict], n_agents: int) -> dict:
+    """Real units (mean, CI, delivering episodes), shaped return and each agent's idle share."""
+    units = [e["units"] for e in episodes]
+    ci, shaped = bootstrap_ci(units), bootstrap_ci([e["shaped_return"] for e in episodes])
+    idle = []
+    for a in range(n_agents):
+        picks = [c["opt"] for e in episodes for c in e["choices"] if c["aid"] == a]
+        idle.append(sum(p in IDLE for p in picks) / max(len(picks), 1))
+    return {"episodes": len(units), "units_mean": ci.mean, "ci95": [ci.low, ci.high],
+            "delivering": int(sum(u > 0 for u in units)), "shaped_mean": shaped.mean, "idle_share": idle}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("run", type=Path, help="a learning run's directory (its checkpoints/)")
+    parser.add_argument("--game", required=True, choices=sorted(SETTINGS), help="the run's learning setting")
+    parser.add_argument("--seed0", type=int, required=True, help=f"first seed; all must be < {EVAL_SEED0}")
+    parser.add_argument("--episodes", type=int, default=16)
+    parser.add_argument("--temperature", type=float, required=True)
+    parser.add_argument("--out", type=Path, required=True)
+    args = parser.parse_args(argv)
+    seeds = list(range(args.seed0, args.seed0 + args.episodes))
+    if args.seed0 < 0 or seeds[-1] >= EVAL_SEED0:
+        raise SystemExit(f"seeds {seeds[0]}..{seeds[-1]} reach the held-out range (>= {EVAL_SEED0}): "
+                         "this probe must not look at held-out episodes")
+    if args.episodes < 2:
+        raise SystemExit(f"--episodes must be >= 2 (a Mann-Whitney test needs them), got {args.episodes}")
+    if not (args.run / "checkpoints").is_dir():
+        raise SystemExit(f"{args.run} has no checkpoints/: not a learning run's directory")
+    setting = SETTINGS[args.game]
+    cfg = load_config(common.CONFIGS / setting.config,
+                      [*setting.overrides, *setting.eval_overrides, f"policy.temperature={args.temperature}",
+                       f"run.out_dir={args.out}"])
+    trainer = Trainer(cfg)
+    state = trainer.init_state()
+    restored = Checkpointer(args.run, cfg.run.keep_checkpoints).restore(state)
+    print(f"adapters of {args.run}, checkpoint of round {restored.step}; temperature {args.temperature}; "
+          f"seeds {seeds[0]}..{seeds[-1]}", flush=True)
+    out, times = {}, {}
+    for name, bank in (("frozen", state.bank), ("trained", restored.state.bank)):
+        t0 = time.time()
+        out[name] = evaluated(args.out / f"{name}.jsonl", seeds, setting.eval_batch,
+                              lambda chunk, bank=bank: evaluate(trainer, bank, chunk, len(chunk)))
+        times[name] = time.time() - t0
+        print(name, json.dumps(describe(out[name], cfg.env.n_agents)), f"{times[name]:.0f}s", flush=True)
+    trainer.game.close()
+    mw = mann_whitney([e["units"] for e in out["trained"]], [e["units"] for e in out["frozen"]])
+    shaped = mann_whitney([e["shaped_return"] for e in out["trained"]], [e["shaped_return"] for e in out["frozen"]])
+    summary = {"experiment": "eval_temperature", "run": str(args.run), "round": restored.step,
+               "temperature": args.temperature, "seeds": [seeds[0], seeds[-1]],
+               **{name: describe(eps, cfg.env.n_agents) for name, eps in out.items()},
+               "u": mw.u, "p": mw.p_value, "shaped_u": shaped.u, "shaped_p": shaped.p_value,
+               "wall_s": times}
+    print(json.dumps(summary))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
