@@ -12,7 +12,8 @@ training-style check that chooses an evaluation protocol without looking at a he
 training episodes are seeded by 32-bit hashes, `rollout.episode_seed`, so small seeds are
 theirs by chance at most), and prints the real deliveries, delivering episodes, shaped return,
 idle share and a Mann-Whitney test between the two. Episodes are saved per batch to
-`OUT/{frozen,trained}.jsonl` (a stopped probe resumes); the last line is one JSON summary.
+`OUT/{frozen,trained}.jsonl` (a stopped probe resumes) beside the config played,
+`OUT/config.yaml`; the last line is one JSON summary.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ import common  # noqa: E402
 from learning import EVAL_SEED0, SETTINGS, evaluate, evaluated  # noqa: E402
 from menu_policies import IDLE  # noqa: E402
 
-from omjax.config import load_config  # noqa: E402
+from omjax.config import dump_config, load_config  # noqa: E402
 from omjax.eval.stats import bootstrap_ci, mann_whitney  # noqa: E402
 from omjax.train.checkpoint import Checkpointer  # noqa: E402
 from omjax.train.trainer import Trainer  # noqa: E402
@@ -55,7 +56,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--episodes", type=int, default=16)
     parser.add_argument("--temperature", type=float, required=True)
     parser.add_argument("--out", type=Path, required=True)
-    args = parser.parse_args(argv)
+    parser.add_argument("overrides", nargs="*", metavar="key=value", help="config overrides applied last (as the run's)")
+    args = parser.parse_intermixed_args(argv)  # the run first, key=value overrides last
     seeds = list(range(args.seed0, args.seed0 + args.episodes))
     if args.seed0 < 0 or seeds[-1] >= EVAL_SEED0:
         raise SystemExit(f"seeds {seeds[0]}..{seeds[-1]} reach the held-out range (>= {EVAL_SEED0}): "
@@ -67,7 +69,9 @@ def main(argv: list[str] | None = None) -> int:
     setting = SETTINGS[args.game]
     cfg = load_config(common.CONFIGS / setting.config,
                       [*setting.overrides, *setting.eval_overrides, f"policy.temperature={args.temperature}",
-                       f"run.out_dir={args.out}"])
+                       *args.overrides, f"run.out_dir={args.out}"])
+    args.out.mkdir(parents=True, exist_ok=True)
+    dump_config(cfg, args.out / "config.yaml")  # what was played: the setting's held-out config at T
     trainer = Trainer(cfg)
     state = trainer.init_state()
     restored = Checkpointer(args.run, cfg.run.keep_checkpoints).restore(state)

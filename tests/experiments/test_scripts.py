@@ -162,6 +162,72 @@ def test_learning_trains_evaluates_frozen_and_trained_and_reports(tiny_model_dir
     assert path.read_text().splitlines() == played and played_chunks == [[10002, 10003]]
 
 
+def test_eval_temperature_plays_frozen_and_trained_at_t_on_training_style_seeds(tiny_model_dir, tmp_path, capsys,
+                                                                                monkeypatch):
+    """A 1-round tiny run's adapters and the frozen base, both at T = 0.5 on seeds 3-4 under the
+    setting's held-out config: the config played says so, the trained bank is the newest checkpoint's,
+    the summary's figures are those of the saved episodes, and held-out seeds are refused."""
+    import eval_temperature
+    import learning
+
+    short = dataclasses.replace(learning.SETTINGS["overcooked_h20"], eval_overrides=("env.horizon=3",), eval_batch=2)
+    monkeypatch.setitem(learning.SETTINGS, "overcooked_h20", short)
+    monkeypatch.setitem(eval_temperature.SETTINGS, "overcooked_h20", short)
+    tiny_args = [a for a in tiny(tiny_model_dir) if not a.startswith("env.horizon=")] + ["env.horizon=2"]
+    assert learning.main(["--cpu", "--game", "overcooked_h20", "--root", str(tmp_path / "learn"), "--episodes", "2",
+                          *tiny_args]) == 0
+    run = tmp_path / "learn" / "overcooked_h20" / "per_agent"
+    # A newer checkpoint (round 2) whose adapters differ from the base (a 1-round tiny run's
+    # advantages are all 0, so it left B at 0): the probe must play this one.
+    from omjax.config import load_config
+    from omjax.train.checkpoint import Checkpointer
+    from omjax.train.trainer import Trainer
+
+    cfg = load_config(run / "config.yaml")
+    ckpt = Checkpointer(run, cfg.run.keep_checkpoints)
+    state = ckpt.restore(Trainer(cfg).init_state()).state
+    bank = {**state.bank, "layers": [{t: {**f, "b": f["b"] + 0.01} for t, f in layer.items()}
+                                     for layer in state.bank["layers"]]}
+    ckpt.save(state.replace(round=2, bank=bank), {"round": 2})
+    ckpt.close()
+    played = []
+    evaluate = eval_temperature.evaluate
+
+    def evaluate_and_record(trainer, bank, seeds, batch):  # the real evaluation, its bank and config noted
+        played.append((list(seeds), bank, trainer.cfg.policy.temperature, trainer.cfg.env.horizon))
+        return evaluate(trainer, bank, seeds, batch)
+
+    monkeypatch.setattr(eval_temperature, "evaluate", evaluate_and_record)
+    out = tmp_path / "t05"
+    args = [str(run), "--game", "overcooked_h20", "--seed0", "3", "--episodes", "2", "--temperature", "0.5",
+            "--out", str(out), *tiny_args[:-1]]  # trained on 2 steps, played at the setting's held-out 3
+    assert eval_temperature.main(args) == 0
+    assert [(s, t, h) for s, _, t, h in played] == [([3, 4], 0.5, 3), ([3, 4], 0.5, 3)]  # frozen, then trained
+    (frozen_bank, trained_bank) = (played[0][1], played[1][1])
+    def b_factors(bank):  # every adapter's B [n_agents, r, d_out] (`omjax.models.lora`)
+        return [np.asarray(t["b"]) for layer in bank["layers"] for t in layer.values()]
+
+    assert not any(np.any(b) for b in b_factors(frozen_bank))  # B = 0: the base itself
+    assert all(np.allclose(b, 0.01) for b in b_factors(trained_bank))  # the newest checkpoint's, round 2
+    assert "temperature: 0.5" in (out / "config.yaml").read_text()
+    summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert summary["round"] == 2 and summary["seeds"] == [3, 4] and summary["temperature"] == 0.5
+    for name in ("frozen", "trained"):
+        episodes = [json.loads(line) for line in (out / f"{name}.jsonl").read_text().splitlines()]
+        assert [e["seed"] for e in episodes] == [3, 4]
+        units = [e["units"] for e in episodes]
+        assert summary[name]["units_mean"] == pytest.approx(np.mean(units))
+        assert summary[name]["delivering"] == sum(u > 0 for u in units)
+        assert all(0.0 <= x <= 1.0 for x in summary[name]["idle_share"])
+    assert 0.0 <= summary["p"] <= 1.0
+    played.clear()  # a second call reads the saved episodes back
+    assert eval_temperature.main(args) == 0 and played == []
+    with pytest.raises(SystemExit, match="reach the held-out range"):
+        eval_temperature.main([*args[:4], "9999", *args[5:]])
+    with pytest.raises(SystemExit, match="has no checkpoints/"):
+        eval_temperature.main([str(tmp_path), *args[1:]])
+
+
 def test_menu_policies_plays_the_real_menus_and_no_idle_skips_idle_options(capsys):
     import menu_policies
     from omjax.options.menu import MenuItem
