@@ -15,6 +15,7 @@
     python experiments/learning.py --cpu --game overcooked_q_last      # ... and menu lines `label -> A`
     python experiments/learning.py --cpu --game overcooked_q_last_b4   # ... and kl_coef 0.25, 20 seeds
     python experiments/learning.py --cpu --game overcooked_q_last_burn # the seventeenth, critic burn-in, 20 seeds
+    python experiments/learning.py --cpu --game overcooked_q_last_burn_t05 --eval-seed0 10040  # held out at T = 0.5
     python experiments/learning.py --cpu --game cleanup                # Melting Pot, 7 agents
     python experiments/learning.py --cpu --render-only                 # report from finished runs
     python experiments/learning.py --cpu --root R2 --eval-seed0 10016  # replay on fresh held-out seeds
@@ -442,6 +443,24 @@ SETTINGS = {
                                       (*_POOLED, "train.critic_keys=state", "env.menu_format=letter_last",
                                        "train.critic_burnin=16", "train.rounds=18"), "deliveries",
                                       eval_episodes=20, eval_batch=16),
+    # The twentieth setting (session 34): the nineteenth's round-18 adapters (the same training,
+    # resumed from its checkpoint: no new round) and the frozen base, both sampled at temperature
+    # 0.5 in the held-out episodes (`policy.temperature` divides every logit of a decision, so the
+    # adapters' learned shift from the base counts double, and so do the base's letter habits),
+    # held out on the fresh seeds 10040-10059 (never played by any setting). Chosen from
+    # training-style evidence only, by a rule fixed before it ran (`learning_pilots.md`, session
+    # 34): `eval_temperature.py` on seeds 5000-5015, both at T = 0.5: trained
+    # 0.50 [0.19, 0.81] deliveries (7 of 16 episodes delivering) against frozen 0.12 [0.00, 0.31] (2 of
+    # 16), U = 169, p = 0.051; shaped 50.4 against 34.9; idle share 0.40 / 0.36 against 0.47 / 0.48
+    # (the rule: at least 5 more delivering episodes of 16). Run as `learning.py --cpu --game
+    # overcooked_q_last_burn_t05 --root runs/learning_s34 --eval-seed0 10040` with the nineteenth's
+    # `per_agent/` (checkpoints, no eval file) copied into the root, so training resumes at round 18
+    # and stops. Time, played fresh: burn-in 2.8 min and 18 rounds 26.0 min (session 33), frozen
+    # and trained evaluations ~30 min each (the probe's 29.6 and 28.1 min for 16), ~90 minutes.
+    "overcooked_q_last_burn_t05": Setting("quickstart_overcooked_smollm2.yaml",
+                                          (*_POOLED, "train.critic_keys=state", "env.menu_format=letter_last",
+                                           "train.critic_burnin=16", "train.rounds=18"), "deliveries",
+                                          eval_episodes=20, eval_batch=16, eval_overrides=("policy.temperature=0.5",)),
     # Seven agents, 8-step episodes (the quick-start's): rounds take minutes, so few of them.
     "cleanup": Setting(
         "quickstart_cleanup_smollm2.yaml",
