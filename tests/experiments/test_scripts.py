@@ -203,7 +203,8 @@ def test_eval_temperature_plays_frozen_and_trained_at_t_on_training_style_seeds(
             "--out", str(out), *tiny_args[:-1]]  # trained on 2 steps, played at the setting's held-out 3
     assert eval_temperature.main(args) == 0
     assert [(s, t, h) for s, _, t, h in played] == [([3, 4], 0.5, 3), ([3, 4], 0.5, 3)]  # frozen, then trained
-    (frozen_bank, trained_bank) = (played[0][1], played[1][1])
+    frozen_bank, trained_bank = played[0][1], played[1][1]
+
     def b_factors(bank):  # every adapter's B [n_agents, r, d_out] (`omjax.models.lora`)
         return [np.asarray(t["b"]) for layer in bank["layers"] for t in layer.values()]
 
