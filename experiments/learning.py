@@ -457,6 +457,11 @@ SETTINGS = {
     # `per_agent/` (checkpoints, no eval file) copied into the root, so training resumes at round 18
     # and stops. Time, played fresh: burn-in 2.8 min and 18 rounds 26.0 min (session 33), frozen
     # and trained evaluations ~30 min each (the probe's 29.6 and 28.1 min for 16), ~90 minutes.
+    # (Found after: Held out at T = 0.5 on 10040-10059, the trained team delivered 0.45 [0.20,
+    # 0.75] soups per episode (7 of 20 episodes) against the frozen base's 0.15 [0.00, 0.35] (3
+    # of 20): U = 243.0, p = 0.128, short of 0.05; shaped return 49.2 against 35.1, p = 0.004.
+    # Evaluations 59.7 + 37.6 min; played fresh with session 33's burn-in and training, ~126
+    # min. `learning_pilots.md`, session 34.)
     "overcooked_q_last_burn_t05": Setting("quickstart_overcooked_smollm2.yaml",
                                           (*_POOLED, "train.critic_keys=state", "env.menu_format=letter_last",
                                            "train.critic_burnin=16", "train.rounds=18"), "deliveries",
