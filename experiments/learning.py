@@ -478,6 +478,12 @@ SETTINGS = {
     # chosen from a held-out episode: 16 is the most a side that fits, and the temperature is the
     # training-seed probe's (`learning_pilots.md`, session 34). Run as `learning.py --cpu --game
     # overcooked_q_last_burn_t05_16 --root runs/learning_s35 --eval-seed0 10060` on an empty root.
+    # (Found after: the training reproduced the nineteenth's bit for bit (all 18 rounds' KL equal).
+    # Held out at T = 0.5 on 10060-10075, the trained team delivered 0.19 [0.00, 0.38] soups per
+    # episode (3 of 16 episodes) against the frozen base's 0.19 [0.00, 0.38] (3 of 16): U = 128.0,
+    # p = 1.00; shaped return 41.0 against 33.4, p = 0.16; idle share 0.42 / 0.39 against 0.50 /
+    # 0.51. Wall time 98.4 min, over 90: frozen eval 31.1, burn-in and training 37.0 (session 33:
+    # 28.8), trained eval 29.8 min. `learning_pilots.md`, session 35.)
     "overcooked_q_last_burn_t05_16": Setting("quickstart_overcooked_smollm2.yaml",
                                              (*_POOLED, "train.critic_keys=state", "env.menu_format=letter_last",
                                               "train.critic_burnin=16", "train.rounds=18"), "deliveries",
