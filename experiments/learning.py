@@ -97,6 +97,10 @@ _Q_REPLY = (*_H10, "env.horizon=150", "train.advantage=uniform_q", "train.q_hori
 # The thirteenth setting's keys (below); the fourteenth runs it longer.
 _POOLED = (*_Q_REPLY, "train.q_label=name", "train.kl_coef=0.5", "train.objective=target", "train.name_critic=pooled",
            "train.epochs=8")
+# The nineteenth setting's keys (below): the sixteenth's `letter_last` with the state-keyed critic,
+# started from burn-in episodes, 18 rounds; the twentieth and twenty-first only evaluate them differently.
+_BURN = (*_POOLED, "train.critic_keys=state", "env.menu_format=letter_last", "train.critic_burnin=16",
+         "train.rounds=18")
 
 SETTINGS = {
     # Asymmetric Advantages: each cook has its own onions, pot and serving window, and a
@@ -441,8 +445,7 @@ SETTINGS = {
     # the fresh seeds 10020-10039: 0.25 vs 0.15, p = 0.65, shaped 37.5 vs 34.8, p = 0.81;
     # `learning_pilots.md`, session 33.)
     "overcooked_q_last_burn": Setting("quickstart_overcooked_smollm2.yaml",
-                                      (*_POOLED, "train.critic_keys=state", "env.menu_format=letter_last",
-                                       "train.critic_burnin=16", "train.rounds=18"), "deliveries",
+                                      _BURN, "deliveries",
                                       eval_episodes=20, eval_batch=16),
     # The twentieth setting (session 34): the nineteenth's round-18 adapters (the same training,
     # resumed from its checkpoint: no new round) and the frozen base, both sampled at temperature
@@ -464,8 +467,7 @@ SETTINGS = {
     # Evaluations 59.7 + 37.6 min; played fresh with session 33's burn-in and training, ~126
     # min. `learning_pilots.md`, session 34.)
     "overcooked_q_last_burn_t05": Setting("quickstart_overcooked_smollm2.yaml",
-                                          (*_POOLED, "train.critic_keys=state", "env.menu_format=letter_last",
-                                           "train.critic_burnin=16", "train.rounds=18"), "deliveries",
+                                          _BURN, "deliveries",
                                           eval_episodes=20, eval_batch=16, eval_overrides=("policy.temperature=0.5",)),
     # The twenty-first setting (session 35): the twentieth's protocol cut to what fits the issue's
     # 90 minutes when played fresh, which the twentieth's (20 + 20 episodes in batches of 16 + 4,
@@ -485,8 +487,7 @@ SETTINGS = {
     # 0.51. Wall time 98.4 min, over 90: frozen eval 31.1, burn-in and training 37.0 (session 33:
     # 28.8), trained eval 29.8 min. `learning_pilots.md`, session 35.)
     "overcooked_q_last_burn_t05_16": Setting("quickstart_overcooked_smollm2.yaml",
-                                             (*_POOLED, "train.critic_keys=state", "env.menu_format=letter_last",
-                                              "train.critic_burnin=16", "train.rounds=18"), "deliveries",
+                                             _BURN, "deliveries",
                                              eval_episodes=16, eval_batch=16,
                                              eval_overrides=("policy.temperature=0.5",)),
     # Seven agents, 8-step episodes (the quick-start's): rounds take minutes, so few of them.
