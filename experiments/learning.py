@@ -17,6 +17,7 @@
     python experiments/learning.py --cpu --game overcooked_q_last_burn # the seventeenth, critic burn-in, 20 seeds
     python experiments/learning.py --cpu --game overcooked_q_last_burn_t05 --eval-seed0 10040  # held out at T = 0.5
     python experiments/learning.py --cpu --game overcooked_q_last_burn_t05_16 --eval-seed0 10060  # 16 a side, <= 90 min
+    python experiments/learning.py --cpu --game overcooked_q_last_burn_t025_14 --eval-seed0 10076  # T = 0.25, 14 a side
     python experiments/learning.py --cpu --game cleanup                # Melting Pot, 7 agents
     python experiments/learning.py --cpu --render-only                 # report from finished runs
     python experiments/learning.py --cpu --root R2 --eval-seed0 10016  # replay on fresh held-out seeds
@@ -490,6 +491,24 @@ SETTINGS = {
                                              _BURN, "deliveries",
                                              eval_episodes=16, eval_batch=16,
                                              eval_overrides=("policy.temperature=0.5",)),
+    # The twenty-second setting (session 36): the twenty-first's one command (the nineteenth's
+    # burn-in and 18 rounds at T = 1.0 played fresh on an empty root, then the frozen base and the
+    # trained team on held-out seeds) with both sides sampled at T = 0.25 instead of 0.5, 14
+    # episodes a side in one batch (was 16), on the fresh held-out seeds 10076-10089, which no
+    # setting has played. Chosen by a rule fixed before its probe ran (`learning_pilots.md`,
+    # session 36): `eval_temperature.py` on the training-style seeds 5016-5023 at T = 0.25, the
+    # trained team delivered in 4 of 8 episodes (0.50 [0.12, 0.88] soups) against the frozen
+    # base's 0 of 8, idle share 0.40 / 0.44 against 0.49 / 0.50 (U = 48, p = 0.030; shaped 47.5
+    # against 29.1). 14 a side, not 16, because the twenty-first's 16 took 98.4 min played fresh
+    # and this session's probe ran no faster (8 episodes: 1131 s frozen, 984 s trained): with
+    # training at 29-37 min and 14 episodes at ~26 min a side, ~81-88 min. Criterion: two-sided
+    # Mann-Whitney on deliveries p < 0.05 and the command's wall time <= 90 min alone on the cores.
+    # Run as `learning.py --cpu --game overcooked_q_last_burn_t025_14 --root runs/learning_s36
+    # --eval-seed0 10076` on an empty root.
+    "overcooked_q_last_burn_t025_14": Setting("quickstart_overcooked_smollm2.yaml",
+                                              _BURN, "deliveries",
+                                              eval_episodes=14, eval_batch=14,
+                                              eval_overrides=("policy.temperature=0.25",)),
     # Seven agents, 8-step episodes (the quick-start's): rounds take minutes, so few of them.
     "cleanup": Setting(
         "quickstart_cleanup_smollm2.yaml",
