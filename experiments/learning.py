@@ -505,6 +505,12 @@ SETTINGS = {
     # Mann-Whitney on deliveries p < 0.05 and the command's wall time <= 90 min alone on the cores.
     # Run as `learning.py --cpu --game overcooked_q_last_burn_t025_14 --root runs/learning_s36
     # --eval-seed0 10076` on an empty root.
+    # (Found after: the training reproduced the nineteenth's (all 18 KL equal). Held out at T = 0.25
+    # on 10076-10089, the trained team delivered 0.29 [0.07, 0.50] soups per episode (4 of 14
+    # episodes) against the frozen base's 0.07 [0.00, 0.21] (1 of 14): U = 119.0, p = 0.156; shaped
+    # return 47.6 against 34.2, p = 0.014; idle share 0.45 / 0.40 against 0.46 / 0.47. Wall time
+    # 89.3 min alone (frozen eval 25.9, burn-in and training 36.0, trained eval 27.1 min): the time
+    # clause met, the p clause not. `learning_pilots.md`, session 36.)
     "overcooked_q_last_burn_t025_14": Setting("quickstart_overcooked_smollm2.yaml",
                                               _BURN, "deliveries",
                                               eval_episodes=14, eval_batch=14,
