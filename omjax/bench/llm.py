@@ -102,7 +102,8 @@ def torch_model_from(model):
 def game_requests(name: str, decider, n: int, seed: int, walk: int) -> tuple[str, list]:
     """`n` decision requests of game `name` from real states: its quick-start config's game,
     walked `walk` env steps under uniformly random options, then every pending decision is
-    rendered as `collect` renders it, stepping on until `n` are pending in total."""
+    rendered as `collect` renders it, stepping on until `n` are pending in total. One episode
+    per 8 requests (at least 2) is stepped, so a short quick-start horizon holds any `n`."""
     from omjax.config import load_config
     from omjax.prompts import Memory
     from omjax.games import make_game
@@ -112,15 +113,16 @@ def game_requests(name: str, decider, n: int, seed: int, walk: int) -> tuple[str
     cfg = resolve_library(load_config(CONFIGS[name]))  # seed 0's library, as a training run would
     game = make_game(cfg.env, cfg.policy.action_interface)
     try:
-        game.reset([episode_seed(seed, 0, k) for k in range(2)])
+        episodes = max(2, -(-n // 8))
+        game.reset([episode_seed(seed, 0, k) for k in range(episodes)])
         rng = np.random.default_rng(seed)
         system, out, t = game.system_message(), [], 0
         memories = [[Memory(cfg.policy.memory_macros, cfg.policy.reward_window) for _ in range(game.n_agents)]
-                    for _ in range(2)]
+                    for _ in range(episodes)]
         while len(out) < n:
             if t >= game.horizon:
                 raise RuntimeError(f"{name}: {game.horizon} steps gave only {len(out)} of {n} decisions")
-            choices = np.zeros((2, game.n_agents), np.int32)
+            choices = np.zeros((episodes, game.n_agents), np.int32)
             for k, i in np.argwhere(game.needs_decision()):
                 k, i = int(k), int(i)
                 menu = decider.labelled(game.menu(k, i, rng))
