@@ -99,7 +99,7 @@ _Q_REPLY = (*_H10, "env.horizon=150", "train.advantage=uniform_q", "train.q_hori
 _POOLED = (*_Q_REPLY, "train.q_label=name", "train.kl_coef=0.5", "train.objective=target", "train.name_critic=pooled",
            "train.epochs=8")
 # The nineteenth setting's keys (below): the sixteenth's `letter_last` with the state-keyed critic,
-# started from burn-in episodes, 18 rounds; the twentieth and twenty-first only evaluate them differently.
+# started from burn-in episodes, 18 rounds; the twentieth to twenty-second only evaluate them differently.
 _BURN = (*_POOLED, "train.critic_keys=state", "env.menu_format=letter_last", "train.critic_burnin=16",
          "train.rounds=18")
 
