@@ -11,7 +11,9 @@ learning setting's held-out config at temperature T, on seeds below the held-out
 training-style check that chooses an evaluation protocol without looking at a held-out episode;
 training episodes are seeded by 32-bit hashes, `rollout.episode_seed`, so small seeds are
 theirs by chance at most), and prints the real deliveries, delivering episodes, shaped return,
-idle share and a Mann-Whitney test between the two. Episodes are saved per batch to
+idle share and a Mann-Whitney test between the two. `--realign L` also realigns the trained
+team's draws (`policy.realign`: its learned shift from the base scaled by L, the base's letter
+habits left as they are; the frozen base, its own reference, is played without it). Episodes are saved per batch to
 `OUT/{frozen,trained}.jsonl` (a stopped probe resumes) beside the config played,
 `OUT/config.yaml`; the last line is one JSON summary.
 """
@@ -55,6 +57,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed0", type=int, required=True, help=f"first seed; all must be < {EVAL_SEED0}")
     parser.add_argument("--episodes", type=int, default=16)
     parser.add_argument("--temperature", type=float, required=True)
+    parser.add_argument("--realign", type=float, default=1.0,
+                        help="policy.realign of the trained team's draws (the frozen base is its own reference)")
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("overrides", nargs="*", metavar="key=value", help="config overrides applied last (as the run's)")
     args = parser.parse_intermixed_args(argv)  # the run first, key=value overrides last
@@ -67,28 +71,33 @@ def main(argv: list[str] | None = None) -> int:
     if not (args.run / "checkpoints").is_dir():
         raise SystemExit(f"{args.run} has no checkpoints/: not a learning run's directory")
     setting = SETTINGS[args.game]
-    cfg = load_config(common.CONFIGS / setting.config,
-                      [*setting.overrides, *setting.eval_overrides, f"policy.temperature={args.temperature}",
-                       *args.overrides, f"run.out_dir={args.out}"])
+    overrides = [*setting.overrides, *setting.eval_overrides, f"policy.temperature={args.temperature}",
+                 *args.overrides, f"run.out_dir={args.out}"]
+    cfg = load_config(common.CONFIGS / setting.config, overrides)
     args.out.mkdir(parents=True, exist_ok=True)
     dump_config(cfg, args.out / "config.yaml")  # what was played: the setting's held-out config at T
     trainer = Trainer(cfg)
     state = trainer.init_state()
     restored = Checkpointer(args.run, cfg.run.keep_checkpoints).restore(state)
+    # The trained team's draws realigned (its own Trainer on the same model); the base's are not:
+    # realigning a zero adapter gives the base bit for bit, at the cost of a second pass.
+    trained = trainer if args.realign == 1.0 else Trainer(
+        load_config(common.CONFIGS / setting.config, [*overrides, f"policy.realign={args.realign}"]), model=trainer.model)
     print(f"adapters of {args.run}, checkpoint of round {restored.step}; temperature {args.temperature}; "
-          f"seeds {seeds[0]}..{seeds[-1]}", flush=True)
+          f"realign {args.realign}; seeds {seeds[0]}..{seeds[-1]}", flush=True)
     out, times = {}, {}
-    for name, bank in (("frozen", state.bank), ("trained", restored.state.bank)):
+    for name, bank, tr in (("frozen", state.bank, trainer), ("trained", restored.state.bank, trained)):
         t0 = time.time()
         out[name] = evaluated(args.out / f"{name}.jsonl", seeds, setting.eval_batch,
-                              lambda chunk, bank=bank: evaluate(trainer, bank, chunk, len(chunk)))
+                              lambda chunk, bank=bank, tr=tr: evaluate(tr, bank, chunk, len(chunk)))
         times[name] = time.time() - t0
         print(name, json.dumps(describe(out[name], cfg.env.n_agents)), f"{times[name]:.0f}s", flush=True)
-    trainer.game.close()
+    for tr in {id(t): t for t in (trainer, trained)}.values():
+        tr.game.close()
     mw = mann_whitney([e["units"] for e in out["trained"]], [e["units"] for e in out["frozen"]])
     shaped = mann_whitney([e["shaped_return"] for e in out["trained"]], [e["shaped_return"] for e in out["frozen"]])
     summary = {"experiment": "eval_temperature", "run": str(args.run), "round": restored.step,
-               "temperature": args.temperature, "seeds": [seeds[0], seeds[-1]],
+               "temperature": args.temperature, "realign": args.realign, "seeds": [seeds[0], seeds[-1]],
                **{name: describe(eps, cfg.env.n_agents) for name, eps in out.items()},
                "u": mw.u, "p": mw.p_value, "shaped_u": shaped.u, "shaped_p": shaped.p_value,
                "wall_s": times}

@@ -184,6 +184,16 @@ class PolicyConfig:
     temperature: float = 0.9
     """Sampling temperature of option choices (paper: 0.9 Overcooked, 0.7 Melting Pot)."""
 
+    realign: float = 1.0
+    """Decoding-time realignment of letter mode (not in the paper; evaluation only): each reply
+    logit is `ref + realign * (adapted - ref)`, `ref` the frozen base's (DeRa, Liu et al. 2024,
+    "Decoding-time Realignment of Language Models"). Over a menu's letters this samples
+    `pi_ref^(1 - realign) * pi^realign`: a policy fitted to the KL-regularised optimum
+    `pi_ref exp(A / kl_coef)` is sampled as if fitted at `kl_coef / realign`, its learned shift
+    from the base scaled and the base's own letter habits left as they are (a temperature scales
+    both). 1 is the policy itself; a zero adapter gives the base whatever it is. Training refuses
+    any other value (its PPO ratios score the policy it sampled from)."""
+
     max_new_tokens: int = 24
     """Reply length cap in `sample` mode (the two-line reply needs about 12 tokens)."""
 
@@ -214,6 +224,9 @@ class PolicyConfig:
             f"must be model, oracle or none, got {self.state_line!r}",
         )
         _check(self.temperature > 0, "policy.temperature", f"must be > 0, got {self.temperature}")
+        _check(self.realign >= 0, "policy.realign", f"must be >= 0, got {self.realign}")
+        _check(self.realign == 1.0 or self.decision_mode == "letter", "policy.realign",
+               f"realigns letter mode's scored reply only; decision_mode={self.decision_mode!r} needs 1")
         _check(self.max_new_tokens >= 4, "policy.max_new_tokens", "must be >= 4")
         _check(
             self.on_parse_failure in ("wait", "first", "random"),

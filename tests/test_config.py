@@ -49,6 +49,8 @@ def test_unknown_key_is_an_error_naming_it(tmp_path):
     ("train.segment=-1", "train.segment"), ("lora.scope=prompt", "lora.scope: must be one of"),
     ("env.menu_format=letter_middle", "env.menu_format: must be one of letter_first, letter_last"),
     ("policy.action_interface=native env.menu_format=letter_last", "env.menu_format: writes the option menu"),
+    ("policy.realign=-1", "policy.realign: must be >= 0"),
+    ("policy.decision_mode=sample policy.realign=2", "policy.realign: realigns letter mode"),
 ])
 def test_bad_values_name_the_key(override, key):
     with pytest.raises(ConfigError, match=re.escape(key)):

@@ -191,13 +191,17 @@ class LetterPolicy(_BankPolicy):
     [P, M]; `state` int32 [P] and `action` int32 [P]: the chosen branch and menu slot. The
     update's `prepare` adds `trunk` (under `lora.top_layers`) and, with `reply_only`,
     `prompt_cache` and `prompt_logits` (the prompt's cache and last-token logits on the base).
+
+    `realign` (`policy.realign`) changes `decide` only: its draws use the reply logits
+    `ref + realign * (adapted - ref)`; `joint_logp` and `policy_fn` score the policy itself.
     """
 
     kl_kind = "exact"
 
     def __init__(self, family: Any, config: Any, lora_scale: float, temperature: float, remat: bool = True,
-                 frozen_layers: int = 0, reply_only: bool = False):
+                 frozen_layers: int = 0, reply_only: bool = False, realign: float = 1.0):
         super().__init__(family, config, lora_scale, temperature, remat, frozen_layers)
+        self.realign = float(realign)
         # A recurrent family runs each branch in its own copy of the prompt: exact too, at L
         # times the prompt's compute.
         self.one_row_per_branch = not family.SEGMENTS
@@ -221,21 +225,26 @@ class LetterPolicy(_BankPolicy):
         self._trunk = jax.jit(lambda base, tokens, mask: family.trunk(base, config, tokens, attention_mask=mask,
                                                                       n_layers=self.frozen_layers).hidden)
 
-    def joint_logp(self, base: Any, lora: Any, inputs: dict, cache: dict | None = None) -> jax.Array:
+    def joint_logp(self, base: Any, lora: Any, inputs: dict, cache: dict | None = None,
+                   realign: float = 1.0) -> jax.Array:
         """[P, L, M] log-probs of (state branch, menu slot) pairs (0 off the menu). With `cache`
-        (batch-1 shared prefix), `tokens` continue it."""
-        return self._joint(base, lora, inputs, cache, keep_trunk=False)[0]
+        (batch-1 shared prefix), `tokens` continue it; `realign` as `policy.realign` (1: the
+        policy itself)."""
+        return self._joint(base, lora, inputs, cache, keep_trunk=False, realign=realign)[0]
 
     def _joint(self, base: Any, lora: Any, inputs: dict, cache: dict | None,
-               keep_trunk: bool) -> tuple[jax.Array, jax.Array | None]:
+               keep_trunk: bool, realign: float = 1.0) -> tuple[jax.Array, jax.Array | None]:
         """`joint_logp` and, with `keep_trunk`, the trunk hidden states [P, T + L*W, D] of the
         rows (of the tokens after `cache`)."""
         p, n_labels, width = inputs["label_mask"].shape
         n = n_labels * width
         if self.reply_only:
-            logits, hidden = self._reply_logits(base, lora, inputs, cache, keep_trunk)
+            logits, hidden = self._reply_logits(base, lora, inputs, cache, keep_trunk, realign)
         else:
             logits, hidden = self._all_logits(base, lora, inputs, cache, keep_trunk)
+            if realign != 1.0:  # every token is adapted: the base's logits need a second forward
+                ref, _ = self._all_logits(base, None, inputs, cache, False)
+                logits = ref + realign * (logits - ref)
         logits = logits / self.temperature  # [P, 1 + L*W, V]: the prompt's last token, then the block
         # Branch l's token j is predicted by the prompt's last token (j = 0) or by its token j - 1.
         pred = np.concatenate([np.zeros((n_labels, 1), np.int32),
@@ -274,11 +283,13 @@ class LetterPolicy(_BankPolicy):
             logits = jnp.concatenate([logits[:, 0, :1], logits[:, :, 1:].reshape(p, n, -1)], axis=1)
         return logits, hidden
 
-    def _reply_logits(self, base, lora, inputs, cache, keep_trunk):
+    def _reply_logits(self, base, lora, inputs, cache, keep_trunk, realign=1.0):
         """`_all_logits` under `lora.scope=reply`: the prompt's T tokens run on the frozen base
         (no adapter, so no gradient flows through them) into a cache, then the L*W branch tokens
         run with the adapter on that cache. With a trunk (the update's `prepare`) both chunks
-        start from it; with `prompt_cache` (also `prepare`'s) the prompt is not run again."""
+        start from it; with `prompt_cache` (also `prepare`'s) the prompt is not run again. The
+        prompt's last logits are the base's whatever `realign` is; the block's are realigned
+        (`_realigned_block`)."""
         n = inputs["label_mask"].shape[1] * inputs["label_mask"].shape[2]
         t = inputs["tokens"].shape[1] - n
         if "prompt_cache" in inputs:
@@ -289,9 +300,30 @@ class LetterPolicy(_BankPolicy):
             last, kept = inputs["prompt_logits"], []
         else:
             last, cache, kept = self._prompt_pass(base, inputs, cache, keep_trunk)
-        out, _, kept_b = self._chunk(base, lora, inputs, slice(t, None), cache, keep_trunk, prompt=False)
+        if realign != 1.0:
+            out, kept_b = self._realigned_block(base, lora, inputs, slice(t, None), cache, realign)
+        else:
+            out, _, kept_b = self._chunk(base, lora, inputs, slice(t, None), cache, keep_trunk, prompt=False)
         hidden = jnp.concatenate(kept + kept_b, axis=1) if keep_trunk else None
         return jnp.concatenate([last, out], axis=1), hidden  # [P, 1 + L*W, V]
+
+    def _realigned_block(self, base, lora, inputs, cols: slice, cache, realign: float):
+        """The branch block's logits `ref + realign * (adapted - ref)` on the prompt's `cache`,
+        and [its trunk] (or [] without frozen layers). Below `lora.top_layers` the two passes are
+        the same computation, so the base's pass starts from the adapted pass's trunk and runs
+        only the adapted layers again."""
+        tokens, mask = inputs["tokens"][:, cols], inputs["mask"][:, cols]
+        common = dict(attention_mask=mask, cache=cache, last_only=tokens.shape[1])
+        if self.frozen_layers and self.family.forward_and_trunk is not None:
+            out, _, tr = self.family.forward_and_trunk(base, self.config, tokens, n_layers=self.frozen_layers,
+                                                       lora=lora, lora_scale=self.lora_scale, **common)
+            ref, _ = self.family.forward(base, self.config, tokens, trunk=tr, **common)
+            kept = [tr.hidden]
+        else:
+            out, _ = self.family.forward(base, self.config, tokens, lora=lora, lora_scale=self.lora_scale, **common)
+            ref, _ = self.family.forward(base, self.config, tokens, **common)
+            kept = []
+        return ref + realign * (out - ref), kept
 
     def _prompt_pass(self, base, inputs, cache, keep_trunk: bool):
         """The prompt's T tokens on the frozen base into a cache with room for the branch block
@@ -347,7 +379,7 @@ class LetterPolicy(_BankPolicy):
         return PolicyOut(logp=chosen, dist=joint.reshape(p, n_labels * m), dist_mask=mask.reshape(p, n_labels * m))
 
     def _decide_one(self, base, lora, cache, inputs, key, keep_trunk=False):
-        joint, hidden = self._joint(base, lora, inputs, cache, keep_trunk)  # [P, L, M]
+        joint, hidden = self._joint(base, lora, inputs, cache, keep_trunk, self.realign)  # [P, L, M]
         p, n_labels, m = joint.shape
         flat = jnp.where(inputs["menu_mask"][:, None, :], joint, -jnp.inf).reshape(p, -1)
         pick = jnp.argmax(flat + pair_gumbel(key, p, n_labels, m).reshape(p, -1), axis=-1)  # [P]: a categorical draw

@@ -104,7 +104,8 @@ def make_policy(cfg: Config, model: Any, lora_cfg: LoRAConfig) -> LetterPolicy |
     frozen = model.config.num_layers - top if top else 0
     if cfg.policy.decision_mode == "letter":
         return LetterPolicy(model.family, model.config, lora_cfg.scale, cfg.policy.temperature,
-                            remat=cfg.train.remat, frozen_layers=frozen, reply_only=cfg.lora.scope == "reply")
+                            remat=cfg.train.remat, frozen_layers=frozen, reply_only=cfg.lora.scope == "reply",
+                            realign=cfg.policy.realign)
     tok = model.tokenizer
     pad = tok.pad_token_id if tok.pad_token_id is not None else 0
     return SamplePolicy(model.family, model.config, lora_cfg.scale, cfg.policy.temperature,
@@ -301,6 +302,9 @@ class Trainer:
         n_seeds, a, k = len(states), cfg.n_adapters, cfg.train.rollouts
         if n_seeds != len(self.seeds) or any(int(st.round) != r for st in states):
             raise ValueError(f"round_group needs one state per seed ({len(self.seeds)}), all at one round")
+        if cfg.train.train and cfg.policy.realign != 1.0:
+            raise ValueError(f"policy.realign={cfg.policy.realign}: realigned draws are an evaluation rule, and a "
+                             "training round's ratios score the policy itself; train with policy.realign=1")
         burnin: list[dict] = [{} for _ in states]
         if r == 0 and cfg.train.critic_burnin and cfg.train.train:
             states, burnin = self._burned_in(states)

@@ -216,6 +216,14 @@ def test_sample_mode_generates_parses_and_updates(tiny_model, tmp_path):
         assert row["ratio_first_step"] == [1.0] * N_AGENTS and row["kl"] >= 0
 
 
+def test_a_training_round_refuses_realigned_draws(tiny_model, tmp_path):
+    """`policy.realign` is an evaluation rule: a round's ratios score the policy it sampled from."""
+    trainer = Trainer(config(tmp_path, "train.rounds=1", "policy.realign=2"), model=tiny_model,
+                      game=MenuBandit(N_AGENTS, 2))
+    with pytest.raises(ValueError, match="policy.realign=2.0: realigned draws are an evaluation rule"):
+        trainer.round(trainer.init_state())
+
+
 @pytest.mark.slow
 def test_top_layer_adapters_leave_lower_layers_bare(tiny_model, tmp_path):
     trainer = Trainer(config(tmp_path, "train.rounds=1", "lora.top_layers=1"), model=tiny_model,

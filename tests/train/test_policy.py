@@ -140,6 +140,50 @@ def test_reply_scope_adapts_the_reply_only_and_its_cache_is_the_bases(setup):
         decide_both_ways(m, decider, bank, reqs, prefix, seed)
 
 
+@pytest.mark.parametrize("scope,top", [("reply", 0), ("reply", 1), ("all", 0)])
+def test_realign_draws_from_ref_times_ratio_power_and_leaves_the_base_alone(setup, scope, top):
+    """`policy.realign` (DeRa): the realigned block logits are `ref + lam (adapted - ref)`, so given
+    its label a letter is drawn from pi_ref^(1 - lam) pi^lam over the menu, computed here from two
+    plain `joint_logp` calls (the base's and the policy's), with the base's pass started from the
+    adapted pass's trunk when `top` layers are adapted; lam = 1 is the policy; a zero adapter's
+    realigned draws are the base's, bit for bit; `joint_logp` (the update's) is never realigned."""
+    m, _, _, game, _ = setup
+    n_layers = m.config.num_layers
+    cfg = LoRAConfig(rank=2, alpha=4.0, targets=("q", "v", "up"), top_layers=top)
+    bank = jax.tree.map(lambda x: x + 0.05, lora.init_lora(jax.random.PRNGKey(3), m.family.lora_shapes(m.config), cfg, 3))
+    lam = 3.0
+    kw = dict(remat=False, frozen_layers=n_layers - top if top else 0, reply_only=scope == "reply")
+    plain = LetterPolicy(m.family, m.config, cfg.scale, TEMPERATURE, **kw)
+    realigned = LetterPolicy(m.family, m.config, cfg.scale, TEMPERATURE, realign=lam, **kw)
+    decider = Decider(realigned, m.tokenizer, PolicyConfig(state_line="model", realign=lam))
+    reqs = requests(decider, game, 3)
+    inputs, _ = inputs_of(decider, reqs)
+    inputs = {k: jnp.asarray(v) for k, v in inputs.items()}
+    for a, r in enumerate(reqs):
+        one = {k: v[a:a + 1] for k, v in inputs.items()}
+        ad = lora.agent(bank, a)
+        n = len(r.menu)
+        ref = np.asarray(plain.joint_logp(m.params, None, one))[0, :, :n]  # [L, n]
+        pol = np.asarray(plain.joint_logp(m.params, ad, one))[0, :, :n]
+        got = np.asarray(plain.joint_logp(m.params, ad, one, realign=lam))[0, :, :n]
+        np.testing.assert_allclose(np.asarray(realigned.joint_logp(m.params, ad, one)), np.asarray(
+            plain.joint_logp(m.params, ad, one)), atol=1e-6)  # the update's scores: the policy's own
+        np.testing.assert_allclose(np.asarray(plain.joint_logp(m.params, ad, one, realign=1.0))[0, :, :n], pol,
+                                   atol=1e-6)
+        letters = lambda j: j - jax.nn.logsumexp(j, axis=-1, keepdims=True)  # letter | label
+        # Temperature divides the realigned logits: pi_ref^(1 - lam) pi^lam is taken at T = 1.
+        expect = letters((1 - lam) * ref * TEMPERATURE + lam * pol * TEMPERATURE)
+        np.testing.assert_allclose(np.asarray(letters(got * TEMPERATURE)), np.asarray(expect), atol=1e-4)
+        assert np.abs(np.asarray(letters(pol * TEMPERATURE) - letters(ref * TEMPERATURE))).max() > 1e-5  # it moves
+        assert abs(np.exp(got).sum() - 1) < 1e-5
+    zero = jax.tree.map(jnp.zeros_like, bank)  # the frozen base as a bank
+    keys = jax.random.split(jax.random.PRNGKey(0), len(reqs))
+    plain_decider = Decider(plain, m.tokenizer, PolicyConfig(state_line="model"))
+    base_draws = plain_decider.decide(m.params, zero, reqs, keys)
+    zero_draws = decider.decide(m.params, zero, reqs, keys)
+    assert [(o.state, o.action, o.logp) for o in zero_draws] == [(o.state, o.action, o.logp) for o in base_draws]
+
+
 def test_branch_block_scores_each_branch_as_if_alone_and_sums_to_one(setup):
     m, policy, bank, game, decider = setup
     reqs = requests(decider, game, 3)
