@@ -18,6 +18,7 @@
     python experiments/learning.py --cpu --game overcooked_q_last_burn_t05 --eval-seed0 10040  # held out at T = 0.5
     python experiments/learning.py --cpu --game overcooked_q_last_burn_t05_16 --eval-seed0 10060  # 16 a side, <= 90 min
     python experiments/learning.py --cpu --game overcooked_q_last_burn_t025_14 --eval-seed0 10076  # T = 0.25, 14 a side
+    python experiments/learning.py --cpu --game overcooked_q_last_burn_realign3_12 --eval-seed0 10090  # realigned, 12 a side
     python experiments/learning.py --cpu --game cleanup                # Melting Pot, 7 agents
     python experiments/learning.py --cpu --render-only                 # report from finished runs
     python experiments/learning.py --cpu --root R2 --eval-seed0 10016  # replay on fresh held-out seeds
@@ -83,7 +84,8 @@ class Setting:
     """Held-out episodes played together in one batched rollout."""
     eval_overrides: tuple[str, ...] = ()
     """Applied on top of `overrides` for the held-out episodes only (e.g. a longer horizon than
-    the training episodes'); the frozen base and every variant are evaluated under them."""
+    the training episodes'); the frozen base and every variant are evaluated under them (the
+    base without `policy.realign`, `held_out_overrides`)."""
 
 
 # The fourth setting's keys (see `SETTINGS["overcooked_h10"]`); the fifth adds one.
@@ -99,7 +101,7 @@ _Q_REPLY = (*_H10, "env.horizon=150", "train.advantage=uniform_q", "train.q_hori
 _POOLED = (*_Q_REPLY, "train.q_label=name", "train.kl_coef=0.5", "train.objective=target", "train.name_critic=pooled",
            "train.epochs=8")
 # The nineteenth setting's keys (below): the sixteenth's `letter_last` with the state-keyed critic,
-# started from burn-in episodes, 18 rounds; the twentieth to twenty-second only evaluate them differently.
+# started from burn-in episodes, 18 rounds; the twentieth to twenty-third only evaluate them differently.
 _BURN = (*_POOLED, "train.critic_keys=state", "env.menu_format=letter_last", "train.critic_burnin=16",
          "train.rounds=18")
 
@@ -515,6 +517,28 @@ SETTINGS = {
                                               _BURN, "deliveries",
                                               eval_episodes=14, eval_batch=14,
                                               eval_overrides=("policy.temperature=0.25",)),
+    # The twenty-third setting (session 37): the twenty-second's one command (the nineteenth's
+    # burn-in and 18 rounds at T = 1.0 played fresh on an empty root, then the frozen base and the
+    # trained team on held-out seeds) with both sides sampled at T = 1.0 and the trained team's
+    # draws realigned with L = 3 (`policy.realign`, departure 21: the reply logits ref + 3 (adapted
+    # - ref), the adapters' learned shift tripled and the base's letter habits left at T = 1; the
+    # frozen base plays without it, `held_out_overrides`), 12 episodes a side in one batch, on the
+    # fresh held-out seeds 10090-10101, which no setting has played. Chosen by a rule fixed before
+    # its probe ran (`learning_pilots.md`, session 37): `eval_temperature.py --realign 3` on the
+    # training-style seeds 5024-5031, the trained team delivered in 4 of 8 episodes (0.50 [0.12,
+    # 0.88] soups) against the frozen base's 1 of 8 (0.12) at T = 1, idle share 0.39 / 0.44
+    # against 0.50 / 0.55 (U = 44, p = 0.13; shaped 53.1 against 28.0, p = 0.003). 12 a side
+    # because at T = 1 the probe's 8 episodes took 1237 s (frozen) and 1204 s (trained), slower
+    # than at T = 0.25 (1131 / 984 s), and the twenty-second's timings (14 a side: 25.9 / 27.1 min)
+    # scale that to ~27 min a side for 12 with training at 29-37 min: ~83-91 min (power at the
+    # probe's 0.5 / 0.125 delivering shares, binomial draws: ~0.53 at 12, ~0.54 at 14). Criterion:
+    # two-sided Mann-Whitney on deliveries p < 0.05 and the command's wall time <= 90 min alone on
+    # the cores. Run as `learning.py --cpu --game overcooked_q_last_burn_realign3_12 --root
+    # runs/learning_s38 --eval-seed0 10090` on an empty root.
+    "overcooked_q_last_burn_realign3_12": Setting("quickstart_overcooked_smollm2.yaml",
+                                                  _BURN, "deliveries",
+                                                  eval_episodes=12, eval_batch=12,
+                                                  eval_overrides=("policy.temperature=1.0", "policy.realign=3")),
     # Seven agents, 8-step episodes (the quick-start's): rounds take minutes, so few of them.
     "cleanup": Setting(
         "quickstart_cleanup_smollm2.yaml",
@@ -679,6 +703,15 @@ def report(game: str, setting: Setting, seeds: list[int], rows: dict[str, dict],
     return "\n".join(lines) + "\n"
 
 
+def held_out_overrides(setting: Setting, name: str) -> tuple[str, ...]:
+    """`setting.eval_overrides` for policy `name`; the frozen base drops `policy.realign`: it is
+    its own reference, so realigning it (a zero adapter) plays the same draws, bit for bit, at
+    the cost of a second pass (`tests/train/test_policy.py`)."""
+    if name != "frozen":
+        return setting.eval_overrides
+    return tuple(o for o in setting.eval_overrides if not o.startswith("policy.realign="))
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--cpu", action="store_true", help="the CPU-scale settings (the only scale defined here)")
@@ -714,7 +747,7 @@ def main(argv: list[str] | None = None) -> int:
             run = None
         else:
             eval_cfg = load_config(common.CONFIGS / setting.config,
-                                   [*setting.overrides, *VARIANTS.get(name, ()), *setting.eval_overrides,
+                                   [*setting.overrides, *VARIANTS.get(name, ()), *held_out_overrides(setting, name),
                                     *args.overrides, f"run.out_dir={root / name}"])
             trainer = Trainer(eval_cfg if name == "frozen" else cfg, model=model)
             model = trainer.model

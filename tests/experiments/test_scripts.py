@@ -162,6 +162,17 @@ def test_learning_trains_evaluates_frozen_and_trained_and_reports(tiny_model_dir
     assert path.read_text().splitlines() == played and played_chunks == [[10002, 10003]]
 
 
+def test_held_out_overrides_play_the_frozen_base_unrealigned():
+    """A setting's `policy.realign` reaches the trained teams' held-out episodes, not the base's
+    (realigning a zero adapter is the base itself, `tests/train/test_policy.py`)."""
+    import learning
+
+    s = dataclasses.replace(learning.SETTINGS["overcooked_h20"], eval_overrides=("env.horizon=5", "policy.realign=3"))
+    assert learning.held_out_overrides(s, "frozen") == ("env.horizon=5",)
+    assert learning.held_out_overrides(s, "per_agent") == learning.held_out_overrides(s, "shared_lora") == (
+        "env.horizon=5", "policy.realign=3")
+
+
 def test_eval_temperature_plays_frozen_and_trained_at_t_on_training_style_seeds(tiny_model_dir, tmp_path, capsys,
                                                                                 monkeypatch):
     """A 1-round tiny run's adapters and the frozen base, both at T = 0.5 on seeds 3-4 under the
@@ -194,7 +205,8 @@ def test_eval_temperature_plays_frozen_and_trained_at_t_on_training_style_seeds(
     evaluate = eval_temperature.evaluate
 
     def evaluate_and_record(trainer, bank, seeds, batch):  # the real evaluation, its bank and config noted
-        played.append((list(seeds), bank, trainer.cfg.policy.temperature, trainer.cfg.env.horizon))
+        played.append((list(seeds), bank, trainer.cfg.policy.temperature, trainer.cfg.env.horizon,
+                       trainer.cfg.policy.realign))
         return evaluate(trainer, bank, seeds, batch)
 
     monkeypatch.setattr(eval_temperature, "evaluate", evaluate_and_record)
@@ -202,7 +214,7 @@ def test_eval_temperature_plays_frozen_and_trained_at_t_on_training_style_seeds(
     args = [str(run), "--game", "overcooked_h20", "--seed0", "3", "--episodes", "2", "--temperature", "0.5",
             "--out", str(out), *tiny_args[:-1]]  # trained on 2 steps, played at the setting's held-out 3
     assert eval_temperature.main(args) == 0
-    assert [(s, t, h) for s, _, t, h in played] == [([3, 4], 0.5, 3), ([3, 4], 0.5, 3)]  # frozen, then trained
+    assert [(s, t, h, r) for s, _, t, h, r in played] == [([3, 4], 0.5, 3, 1.0), ([3, 4], 0.5, 3, 1.0)]  # frozen, trained
     frozen_bank, trained_bank = played[0][1], played[1][1]
 
     def b_factors(bank):  # every adapter's B [n_agents, r, d_out] (`omjax.models.lora`)
@@ -223,6 +235,11 @@ def test_eval_temperature_plays_frozen_and_trained_at_t_on_training_style_seeds(
     assert 0.0 <= summary["p"] <= 1.0
     played.clear()  # a second call reads the saved episodes back
     assert eval_temperature.main(args) == 0 and played == []
+    # --realign realigns the trained team's draws only (the base is its own reference).
+    realigned = [*args[:10], str(tmp_path / "r2"), "--realign", "2", *args[11:]]
+    assert eval_temperature.main(realigned) == 0
+    assert [(t, r) for _, _, t, _, r in played] == [(0.5, 1.0), (0.5, 2.0)]
+    assert json.loads(capsys.readouterr().out.strip().splitlines()[-1])["realign"] == 2.0
     with pytest.raises(SystemExit, match="reach the held-out range"):
         eval_temperature.main([*args[:4], "9999", *args[5:]])
     with pytest.raises(SystemExit, match="has no checkpoints/"):
