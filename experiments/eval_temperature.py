@@ -81,8 +81,9 @@ def main(argv: list[str] | None = None) -> int:
     restored = Checkpointer(args.run, cfg.run.keep_checkpoints).restore(state)
     # The trained team's draws realigned (its own Trainer on the same model); the base's are not:
     # realigning a zero adapter gives the base bit for bit, at the cost of a second pass.
-    trained = trainer if args.realign == 1.0 else Trainer(
-        load_config(common.CONFIGS / setting.config, [*overrides, f"policy.realign={args.realign}"]), model=trainer.model)
+    realigned = [*overrides, f"policy.realign={args.realign}"]
+    trained = trainer if args.realign == 1.0 else Trainer(load_config(common.CONFIGS / setting.config, realigned),
+                                                          model=trainer.model)
     print(f"adapters of {args.run}, checkpoint of round {restored.step}; temperature {args.temperature}; "
           f"realign {args.realign}; seeds {seeds[0]}..{seeds[-1]}", flush=True)
     out, times = {}, {}

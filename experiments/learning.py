@@ -18,7 +18,7 @@
     python experiments/learning.py --cpu --game overcooked_q_last_burn_t05 --eval-seed0 10040  # held out at T = 0.5
     python experiments/learning.py --cpu --game overcooked_q_last_burn_t05_16 --eval-seed0 10060  # 16 a side, <= 90 min
     python experiments/learning.py --cpu --game overcooked_q_last_burn_t025_14 --eval-seed0 10076  # T = 0.25, 14 a side
-    python experiments/learning.py --cpu --game overcooked_q_last_burn_realign3_12 --eval-seed0 10090  # realigned, 12 a side
+    python experiments/learning.py --cpu --game overcooked_q_last_burn_realign3_12 --eval-seed0 10090  # realigned (L = 3)
     python experiments/learning.py --cpu --game cleanup                # Melting Pot, 7 agents
     python experiments/learning.py --cpu --render-only                 # report from finished runs
     python experiments/learning.py --cpu --root R2 --eval-seed0 10016  # replay on fresh held-out seeds

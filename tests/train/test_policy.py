@@ -150,7 +150,8 @@ def test_realign_draws_from_ref_times_ratio_power_and_leaves_the_base_alone(setu
     m, _, _, game, _ = setup
     n_layers = m.config.num_layers
     cfg = LoRAConfig(rank=2, alpha=4.0, targets=("q", "v", "up"), top_layers=top)
-    bank = jax.tree.map(lambda x: x + 0.05, lora.init_lora(jax.random.PRNGKey(3), m.family.lora_shapes(m.config), cfg, 3))
+    fresh = lora.init_lora(jax.random.PRNGKey(3), m.family.lora_shapes(m.config), cfg, 3)
+    bank = jax.tree.map(lambda x: x + 0.05, fresh)
     lam = 3.0
     kw = dict(remat=False, frozen_layers=n_layers - top if top else 0, reply_only=scope == "reply")
     plain = LetterPolicy(m.family, m.config, cfg.scale, TEMPERATURE, **kw)
