@@ -93,8 +93,9 @@ def main(argv: list[str] | None = None) -> int:
                               lambda chunk, bank=bank, tr=tr: evaluate(tr, bank, chunk, len(chunk)))
         times[name] = time.time() - t0
         print(name, json.dumps(describe(out[name], cfg.env.n_agents)), f"{times[name]:.0f}s", flush=True)
-    for tr in {id(t): t for t in (trainer, trained)}.values():
-        tr.game.close()
+    trainer.game.close()
+    if trained is not trainer:
+        trained.game.close()
     mw = mann_whitney([e["units"] for e in out["trained"]], [e["units"] for e in out["frozen"]])
     shaped = mann_whitney([e["shaped_return"] for e in out["trained"]], [e["shaped_return"] for e in out["frozen"]])
     summary = {"experiment": "eval_temperature", "run": str(args.run), "round": restored.step,

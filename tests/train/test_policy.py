@@ -177,8 +177,12 @@ def test_realign_draws_from_ref_times_ratio_power_and_leaves_the_base_alone(setu
         np.testing.assert_allclose(np.asarray(letters(got * TEMPERATURE)), np.asarray(expect), atol=1e-4)
         assert np.abs(np.asarray(letters(pol * TEMPERATURE) - letters(ref * TEMPERATURE))).max() > 1e-5  # it moves
         assert abs(np.exp(got).sum() - 1) < 1e-5
-    zero = jax.tree.map(jnp.zeros_like, bank)  # the frozen base as a bank
     keys = jax.random.split(jax.random.PRNGKey(0), len(reqs))
+    for a, o in enumerate(decider.decide(m.params, bank, reqs, keys)):  # the rollout path draws realigned
+        one = {k: v[a:a + 1] for k, v in inputs.items()}
+        joint = np.asarray(plain.joint_logp(m.params, lora.agent(bank, a), one, realign=lam))[0]
+        assert o.logp == pytest.approx(float(joint[o.state, o.action]), abs=1e-4)
+    zero = jax.tree.map(jnp.zeros_like, bank)  # the frozen base as a bank
     plain_decider = Decider(plain, m.tokenizer, PolicyConfig(state_line="model"))
     base_draws = plain_decider.decide(m.params, zero, reqs, keys)
     zero_draws = decider.decide(m.params, zero, reqs, keys)
