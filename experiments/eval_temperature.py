@@ -13,8 +13,8 @@ training episodes are seeded by 32-bit hashes, `rollout.episode_seed`, so small 
 theirs by chance at most), and prints the real deliveries, delivering episodes, shaped return,
 idle share and a Mann-Whitney test between the two. `--realign L` also realigns the trained
 team's draws (`policy.realign`: its learned shift from the base scaled by L, the base's letter
-habits left as they are; the frozen base, its own reference, is played without it). Episodes are saved per batch to
-`OUT/{frozen,trained}.jsonl` (a stopped probe resumes) beside the config played,
+habits left as they are; the frozen base, its own reference, is played without it). Episodes
+are saved per batch to `OUT/{frozen,trained}.jsonl` (a stopped probe resumes) beside the config played,
 `OUT/config.yaml`; the last line is one JSON summary.
 """
 
