@@ -21,6 +21,11 @@ weights (the dequantised GGUF, loaded into both), same prompts, same run:
 
 PyTorch runs under `torch.inference_mode()` on batches padded to their longest prompt (omjax
 pads to its shape grid, which eager PyTorch does not need).
+
+`--set KEY=VALUE ...` applies config overrides to every game's quick-start config (e.g. a
+learning setting's `lora.scope=reply lora.top_layers=8 env.menu_format=letter_last`), and
+`--realign L` also times the same decisions drawn under `policy.realign=L` (omjax only: the
+realigned draw's second pass, against the plain one on the same bank and keys).
 Ends with one JSON line `{"bench": "llm", ...}`.
 """
 
@@ -99,7 +104,8 @@ def torch_model_from(model):
     return tm.eval()
 
 
-def game_requests(name: str, decider, n: int, seed: int, walk: int) -> tuple[str, list]:
+def game_requests(name: str, decider, n: int, seed: int, walk: int,
+                  overrides: tuple[str, ...] = ()) -> tuple[str, list]:
     """`n` decision requests of game `name` from real states: its quick-start config's game,
     walked `walk` env steps under uniformly random options, then every pending decision is
     rendered as `collect` renders it, stepping on until `n` are pending in total. One episode
@@ -110,7 +116,7 @@ def game_requests(name: str, decider, n: int, seed: int, walk: int) -> tuple[str
     from omjax.options.libraries import resolve_library
     from omjax.train.rollout import Request, episode_seed
 
-    cfg = resolve_library(load_config(CONFIGS[name]))  # seed 0's library, as a training run would
+    cfg = resolve_library(load_config(CONFIGS[name], list(overrides)))  # seed 0's library, as a training run would
     game = make_game(cfg.env, cfg.policy.action_interface)
     try:
         episodes = max(2, -(-n // 8))
@@ -190,14 +196,16 @@ def torch_decider(tm, decider, requests, temperature: float, gen):
     return run
 
 
-def bench_game(name, model, tm, decider, bank, args, peak) -> dict:
+def bench_game(name, model, tm, decider, bank, args, peak, realigned=None) -> dict:
+    """One game's row; `realigned` (a `Decider` under `policy.realign`) is timed beside the
+    plain cached decisions when given."""
     import jax
     import jax.numpy as jnp
 
     from omjax.models import inference
 
     _log(f"{name}: building {args.decisions} decisions from real states")
-    system, requests = game_requests(name, decider, args.decisions, args.seed, args.walk)
+    system, requests = game_requests(name, decider, args.decisions, args.seed, args.walk, tuple(args.set))
     base, fam, cfg = model.params, model.family, model.config
     prompts = [decider.encode(r.prompt) for r in requests]
     t0 = time.perf_counter()
@@ -221,6 +229,14 @@ def bench_game(name, model, tm, decider, bank, args, peak) -> dict:
     whole, t_whole = timed(lambda k: decider.decide(base, bank, requests, k))
     same = all([(o.state, o.action) for o in a] == [(o.state, o.action) for o in b] for a, b in zip(cached, whole))
     logp_diff = max(abs(x.logp - y.logp) for a, b in zip(cached, whole) for x, y in zip(a, b))
+    extra = {}
+    if realigned is not None:
+        _log(f"{name}: decisions (omjax, cached prefix, realign {realigned.policy.realign})")
+        moved, t_realigned = timed(lambda k: realigned.decide(base, bank, requests, k, prefix))
+        extra = {"realign": realigned.policy.realign, "decisions_s_omjax_realigned": len(requests) / t_realigned,
+                 "realign_time_ratio": t_realigned / t_cached,
+                 "realigned_draws_changed": sum((x.state, x.action) != (y.state, y.action)
+                                                for a, b in zip(cached, moved) for x, y in zip(a, b))}
 
     _log(f"{name}: decisions (torch eager)")
     import torch
@@ -266,7 +282,7 @@ def bench_game(name, model, tm, decider, bank, args, peak) -> dict:
         "prefill_padding_fraction": 1 - real / slots,
         "prefill_tok_s_omjax": real / t_ours, "prefill_tok_s_torch": real / t_torch_prefill,
         "prefill_speedup": t_torch_prefill / t_ours, "prefill_gflops_omjax": flops / t_ours / 1e9,
-        "prefill_peak_fraction": flops / t_ours / peak, "prefill_logit_maxdiff": maxdiff,
+        "prefill_peak_fraction": flops / t_ours / peak, "prefill_logit_maxdiff": maxdiff, **extra,
     }
 
 
@@ -280,6 +296,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeats", type=int, default=2)
     ap.add_argument("--threads", type=int, default=int(os.environ.get("OMJAX_BENCH_THREADS", "0")),
                     help="torch intra-op threads (0 = torch default)")
+    ap.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE",
+                    help="config overrides applied to every game's quick-start config")
+    ap.add_argument("--realign", type=float, default=1.0,
+                    help="also time the decisions under policy.realign=L (1: skip)")
     args = ap.parse_args(argv)
     games = [g.strip() for g in args.games.split(",") if g.strip()]
     unknown = sorted(set(games) - set(CONFIGS))
@@ -297,18 +317,22 @@ def main(argv: list[str] | None = None) -> int:
     if args.threads:
         torch.set_num_threads(args.threads)
     model = load(args.model)
-    cfg = load_config(CONFIGS[games[0]])
+    cfg = load_config(CONFIGS[games[0]], args.set)
     lcfg = cfg.lora
     policy = make_policy(cfg, model, lcfg)
     decider = Decider(policy, model.tokenizer, cfg.policy)
+    realigned = None
+    if args.realign != 1.0:
+        rcfg = load_config(CONFIGS[games[0]], [*args.set, f"policy.realign={args.realign}"])
+        realigned = Decider(make_policy(rcfg, model, rcfg.lora), model.tokenizer, rcfg.policy)
     _log("measuring matmul peak")
     peak = matmul_peak()
     tm = torch_model_from(model)
     res = {"bench": "llm", "model": args.model, "backend": jax.default_backend(),
            "dtype": str(model.params["embed"].dtype), "torch_threads": torch.get_num_threads(),
-           "matmul_peak_gflops": peak / 1e9, "state_line": cfg.policy.state_line}
+           "matmul_peak_gflops": peak / 1e9, "state_line": cfg.policy.state_line, "overrides": list(args.set)}
     for name in games:
-        game_cfg = load_config(CONFIGS[name])
+        game_cfg = load_config(CONFIGS[name], args.set)
         n_agents = game_cfg.n_adapters
         if game_cfg.lora.scale != lcfg.scale:
             raise ValueError(f"{name}: lora.alpha / lora.rank {game_cfg.lora.scale} differs from {games[0]}'s "
@@ -317,7 +341,7 @@ def main(argv: list[str] | None = None) -> int:
         # so the adapters do real work, as after the first update.
         bank = lora.init_lora(jax.random.PRNGKey(0), model.family.lora_shapes(model.config), game_cfg.lora, n_agents)
         bank = jax.tree.map(lambda x: x + 1e-3, bank)
-        res[name] = bench_game(name, model, tm, decider, bank, args, peak)
+        res[name] = bench_game(name, model, tm, decider, bank, args, peak, realigned)
     rows = [res[g] for g in games]
     res["decisions_speedup"] = float(np.mean([r["decisions_speedup"] for r in rows]))
     res["prefill_peak_fraction"] = float(np.mean([r["prefill_peak_fraction"] for r in rows]))
@@ -329,5 +353,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{g + ' prefill tok/s':24s}{r['prefill_tok_s_omjax']:10.1f}{'':10s}{r['prefill_tok_s_torch']:10.1f}"
               f"{r['prefill_speedup']:8.2f}   {100 * r['prefill_peak_fraction']:.1f}% of the jnp.dot peak "
               f"{peak / 1e9:.1f} GFLOP/s; same decisions as uncached: {r['same_decisions_as_uncached']}")
+        if "realign" in r:
+            print(f"{g + ' realigned dec/s':24s}{r['decisions_s_omjax_realigned']:10.2f}{'':20s}"
+                  f"{r['realign_time_ratio']:8.2f}   time x plain at realign {r['realign']}; "
+                  f"{r['realigned_draws_changed']} of {r['decisions'] * (args.repeats + 1)} draws changed")
     print(json.dumps(res))
     return 0
