@@ -108,6 +108,65 @@ def test_values_stop_at_the_episode_end():
                                short.estimate(*args, jax.random.PRNGKey(0))[0])
 
 
+def test_keyed_values_do_not_depend_on_the_batch():
+    """`estimate_keyed` with `row_keys` is `estimate` (across chunks too), and a decision's value
+    is the same whichever decisions share its call: the property the burn-in relies on."""
+    game = game_of(30)
+    snaps = decision_states(game, episodes=2, steps=30, seed=3)
+    q_est = UniformQ(game, horizon=4, rollouts=3)
+    saved, agents = [s for s, _, _ in snaps], [a for _, a, _ in snaps]
+    key, n = jax.random.PRNGKey(7), len(snaps)
+    assert n > 20
+    q, shown = q_est.estimate(saved, agents, key, chunk=8)
+    keys = continuation.row_keys(key, n, chunk=8)
+    # The keys `estimate` has drawn since departure 13: chunk lo's rows take the first of
+    # split(fold_in(key, lo), width), width the chunk's rows to a power of two, at least 8.
+    width = lambda m: max(8, 1 << (m - 1).bit_length())
+    spec = [jax.random.split(jax.random.fold_in(key, lo), width(min(8, n - lo)))[:min(8, n - lo)]
+            for lo in range(0, n, 8)]
+    np.testing.assert_array_equal(np.asarray(keys), np.concatenate([np.asarray(k) for k in spec]))
+    q2, shown2 = q_est.estimate_keyed(saved, agents, keys, chunk=8)
+    np.testing.assert_array_equal(q, q2)
+    np.testing.assert_array_equal(shown, shown2)
+    assert np.abs(q).sum() > 0
+    alone, _ = q_est.estimate_keyed(saved[5:8], agents[5:8], keys[5:8])  # 3 rows padded to 8, not 8 of a chunk
+    together, _ = q_est.estimate_keyed(saved, agents, keys, chunk=n)  # all in one call
+    np.testing.assert_array_equal(alone, q[5:8])
+    np.testing.assert_array_equal(together, q)
+
+
+def test_burnin_labels_are_the_per_step_estimates():
+    """`uniform_menus` scores all its decisions in one batch after the episodes; each label equals
+    what `estimate` gives at the decision's own step (all that step's decisions, key
+    `fold_in(PRNGKey(seeds[0]), t)`), which is how the burn-in was defined."""
+    game = game_of(20)
+    q_est = UniformQ(game, horizon=3, rollouts=2)
+    seeds = [11, 12]
+    got = uniform_menus(game, q_est, seeds, "state")
+    ref_game = game_of(20)
+    ref_game.reset(seeds)
+    n = ref_game.n_agents
+    letters = [[np.random.default_rng([s, i]) for i in range(n)] for s in seeds]
+    picks = [np.random.default_rng([s, 1 << 20]) for s in seeds]
+    choices, want = np.zeros((len(seeds), n), np.int32), []
+    for t in range(ref_game.horizon):
+        pending = [(int(k), int(i)) for k, i in np.argwhere(ref_game.needs_decision())]
+        if pending:
+            q, _ = q_est.estimate([ref_game.snapshot(k) for k, _ in pending], [i for _, i in pending],
+                                  jax.random.fold_in(jax.random.PRNGKey(seeds[0]), t))
+        for j, (k, i) in enumerate(pending):
+            menu = ref_game.menu(k, i, letters[k][i])
+            if len(menu) > 1:
+                want.append((entry_keys(ref_game.lib, ref_game.snapshot(k)[0], i, menu, "state"),
+                             q[j][[it.index for it in menu]]))
+            choices[k, i] = menu[int(picks[k].integers(len(menu)))].index
+        ref_game.step(choices)
+    assert len(got) == len(want) > 10
+    for (ks, q), (ks_ref, q_ref) in zip(got, want):
+        assert ks == ks_ref
+        np.testing.assert_array_equal(q, q_ref)
+
+
 def test_entry_labels_value_rank_and_greedy():
     q = np.array([5.0, 1.0, 3.0, 3.0])
     np.testing.assert_allclose(entry_labels(q, "value"), [2.0, -2.0, 0.0, 0.0])
