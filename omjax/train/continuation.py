@@ -265,7 +265,8 @@ def uniform_menus(game, q_values: UniformQ, seeds: Sequence[int],
     all stepped together, every agent picking uniformly over its guard-filtered menu (letters
     shuffled from `default_rng([seed, agent])`, picks from `default_rng([seed, 2**20])`). Returns,
     per decision whose menu offers two options or more, its entries' keys (`entry_keys(..., by)`)
-    and their Q_u from `q_values` [len(menu)]."""
+    and their Q_u from `q_values` [len(menu)]: the values `q_values.estimate` gives all of step
+    t's decisions under `fold_in(PRNGKey(seeds[0]), t)`, scored in one batch after the episodes."""
     _check_keys(by)
     seeds = [int(s) for s in seeds]
     n = game.n_agents
