@@ -93,7 +93,7 @@ class UniformQ:
 
     def estimate_keyed(self, snapshots: list, agents, keys: jax.Array,
                        chunk: int = 256) -> tuple[np.ndarray, np.ndarray]:
-        """`estimate` with each decision's own key (`keys` [D, 2]; `row_keys` gives the ones
+        """`estimate` with each decision's own key (`keys` [D, 2], host or device; `row_keys` gives the ones
         `estimate` draws), so decisions gathered from several calls can be scored in one: a
         decision's value depends on its snapshot, agent and key only, whichever rows share its
         batch (the continuation rewards are small integers, summed and averaged exactly)."""
@@ -280,7 +280,7 @@ def uniform_menus(game, q_values: UniformQ, seeds: Sequence[int],
     snaps, agents, keys, menus = [], [], [], []
     for t in range(game.horizon):
         pending = [(int(k), int(i)) for k, i in np.argwhere(game.needs_decision())]
-        step_keys = row_keys(jax.random.fold_in(jax.random.PRNGKey(seeds[0]), t), len(pending))
+        step_keys = np.asarray(row_keys(jax.random.fold_in(jax.random.PRNGKey(seeds[0]), t), len(pending)))  # [D, 2]
         for j, (k, i) in enumerate(pending):
             menu = game.menu(k, i, letters[k][i])
             if len(menu) > 1:
@@ -293,7 +293,7 @@ def uniform_menus(game, q_values: UniformQ, seeds: Sequence[int],
         game.step(choices)
     if not snaps:
         return []
-    q, _ = q_values.estimate_keyed(snaps, agents, jnp.stack(keys))  # [D, I]
+    q, _ = q_values.estimate_keyed(snaps, agents, np.stack(keys))  # [D, I]
     return [(names, q[j][index]) for j, (names, index) in enumerate(menus)]
 
 
