@@ -50,6 +50,7 @@ import json
 import sys
 import time
 from collections.abc import Sequence
+import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -84,8 +85,8 @@ class Setting:
     """Held-out episodes played together in one batched rollout."""
     eval_overrides: tuple[str, ...] = ()
     """Applied on top of `overrides` for the held-out episodes only (e.g. a longer horizon than
-    the training episodes'); the frozen base and every variant are evaluated under them (the
-    base without `policy.realign`, `held_out_overrides`)."""
+    the training episodes'); the frozen base and every variant are evaluated under them, by one
+    trainer per distinct held-out config (`HeldOut`)."""
 
 
 # The fourth setting's keys (see `SETTINGS["overcooked_h10"]`); the fifth adds one.
@@ -521,8 +522,8 @@ SETTINGS = {
     # burn-in and 18 rounds at T = 1.0 played fresh on an empty root, then the frozen base and the
     # trained team on held-out seeds) with both sides sampled at T = 1.0 and the trained team's
     # draws realigned with L = 3 (`policy.realign`, departure 21: the reply logits ref + 3 (adapted
-    # - ref), the adapters' learned shift tripled and the base's letter habits left at T = 1; the
-    # frozen base plays without it, `held_out_overrides`), 12 episodes a side in one batch, on the
+    # - ref), the adapters' learned shift tripled and the base's letter habits left at T = 1; for
+    # the frozen base, a zero adapter, it is the base itself, bit for bit), 12 episodes a side in one batch, on the
     # fresh held-out seeds 10090-10101, which no setting has played. Chosen by a rule fixed before
     # its probe ran (`learning_pilots.md`, session 37): `eval_temperature.py --realign 3` on the
     # training-style seeds 5024-5031, the trained team delivered in 4 of 8 episodes (0.50 [0.12,
@@ -629,6 +630,9 @@ def evaluate(trainer: Trainer, bank, seeds: list[int], batch: int) -> list[dict]
     """One episode per held-out seed, `batch` episodes per rollout call; per episode the real
     units (team and per agent), patches alive at the end (Harvest) and per-agent macro counts."""
     game, out = trainer.game, []
+    # A bank restored from a checkpoint is committed to its device, a fresh one is not: as jit
+    # arguments they are different programs, so the bank goes in as a fresh array either way.
+    bank = jax.tree.map(lambda x: jnp.asarray(np.asarray(x)), bank)
     for lo in range(0, len(seeds), batch):
         chunk = seeds[lo: lo + batch]
         rollouts = collect(game, trainer.decider, trainer.model.params, bank, len(chunk),
@@ -710,13 +714,27 @@ def report(game: str, setting: Setting, seeds: list[int], rows: dict[str, dict],
     return "\n".join(lines) + "\n"
 
 
-def held_out_overrides(setting: Setting, name: str) -> tuple[str, ...]:
-    """`setting.eval_overrides` for policy `name`; the frozen base drops `policy.realign`: it is
-    its own reference, so realigning it (a zero adapter) plays the same draws, bit for bit, at
-    the cost of a second pass (`tests/train/test_policy.py`)."""
-    if name != "frozen":
-        return setting.eval_overrides
-    return tuple(o for o in setting.eval_overrides if not o.startswith("policy.realign="))
+class HeldOut:
+    """The trainers that play held-out episodes: one per distinct held-out config (`run.out_dir`
+    aside), built on first use and kept, so the frozen base and a variant held out under the same
+    config (`policy.realign` included: realigning the base's zero adapter plays the base itself,
+    bit for bit, `tests/train/test_policy.py`) share one set of compiled programs. A new bank
+    shape or call shape compiles the whole backbone (10-20 s each on this CPU), and the two sides
+    meet mostly the same shapes."""
+
+    def __init__(self, model=None):
+        self.model, self._trainers = model, {}
+
+    def trainer(self, cfg) -> Trainer:
+        key = dataclasses.replace(cfg, run=dataclasses.replace(cfg.run, out_dir="-"))
+        if key not in self._trainers:
+            self._trainers[key] = Trainer(cfg, model=self.model)
+            self.model = self._trainers[key].model
+        return self._trainers[key]
+
+    def close(self) -> None:
+        for trainer in self._trainers.values():
+            trainer.game.close()  # Melting Pot worker processes
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -742,44 +760,48 @@ def main(argv: list[str] | None = None) -> int:
         raise SystemExit(f"--eval-seed0 must be >= {EVAL_SEED0} (seeds below are not held out), got {args.eval_seed0}")
     seeds = list(range(args.eval_seed0, args.eval_seed0 + episodes))
     times: dict[str, float] = {}
-    model = None
+    held = HeldOut()
     rows, tests, episodes_of = {}, {}, {}
-    for name in ["frozen", *args.variants]:
-        overrides = [*setting.overrides, *VARIANTS.get(name, ()), *args.overrides, f"run.out_dir={root / name}"]
-        cfg = load_config(common.CONFIGS / setting.config, overrides)
-        path = root / name / "eval.jsonl"
-        if args.render_only:
-            if not path.is_file():
-                continue
-            run = None
-        else:
-            eval_cfg = load_config(common.CONFIGS / setting.config,
-                                   [*setting.overrides, *VARIANTS.get(name, ()), *held_out_overrides(setting, name),
-                                    *args.overrides, f"run.out_dir={root / name}"])
-            trainer = Trainer(eval_cfg if name == "frozen" else cfg, model=model)
-            model = trainer.model
-            t0 = time.time()
-            if name == "frozen":
-                bank = trainer.init_state().bank  # B = 0: exactly the base model
+    try:
+        for name in ["frozen", *args.variants]:
+            overrides = [*setting.overrides, *VARIANTS.get(name, ()), *args.overrides, f"run.out_dir={root / name}"]
+            cfg = load_config(common.CONFIGS / setting.config, overrides)
+            path = root / name / "eval.jsonl"
+            if args.render_only:
+                if not path.is_file():
+                    continue
+                run = None
             else:
-                bank = train(trainer, root / name)[0]
-                times[f"{name} train"] = time.time() - t0
-                if eval_cfg != cfg:  # the held-out episodes' own game (same model, same adapter shapes)
-                    trainer.game.close()
-                    trainer = Trainer(eval_cfg, model=model)
-            t0 = time.time()
-            run = lambda chunk: evaluate(trainer, bank, chunk, len(chunk))
-        episodes_of[name] = evaluated(path, seeds, setting.eval_batch, run)
-        if run is not None:
-            times[f"{name} eval"] = time.time() - t0
-            trainer.game.close()  # Melting Pot worker processes
-        rows[name] = summarize(name, episodes_of[name], cfg.env.n_agents, root, setting.unit)
-        if name != "frozen" and "frozen" in episodes_of:
-            mw = mann_whitney([e["units"] for e in episodes_of[name]], [e["units"] for e in episodes_of["frozen"]])
-            shaped = mann_whitney([e["shaped_return"] for e in episodes_of[name]],
-                                  [e["shaped_return"] for e in episodes_of["frozen"]])
-            tests[name] = {"u": mw.u, "p": mw.p_value, "effect": mw.effect_size,
-                           "shaped_u": shaped.u, "shaped_p": shaped.p_value}
+                eval_cfg = load_config(common.CONFIGS / setting.config,
+                                       [*setting.overrides, *VARIANTS.get(name, ()), *setting.eval_overrides,
+                                        *args.overrides, f"run.out_dir={root / name}"])
+                t0 = time.time()
+                if name == "frozen":
+                    trainer = held.trainer(eval_cfg)
+                    bank = trainer.init_state().bank  # B = 0: exactly the base model
+                else:
+                    learner = Trainer(cfg, model=held.model)
+                    held.model = learner.model
+                    try:
+                        bank = train(learner, root / name)[0]
+                    finally:
+                        learner.game.close()
+                    times[f"{name} train"] = time.time() - t0
+                    trainer = held.trainer(eval_cfg)
+                t0 = time.time()
+                run = lambda chunk: evaluate(trainer, bank, chunk, len(chunk))
+            episodes_of[name] = evaluated(path, seeds, setting.eval_batch, run)
+            if run is not None:
+                times[f"{name} eval"] = time.time() - t0
+            rows[name] = summarize(name, episodes_of[name], cfg.env.n_agents, root, setting.unit)
+            if name != "frozen" and "frozen" in episodes_of:
+                mw = mann_whitney([e["units"] for e in episodes_of[name]], [e["units"] for e in episodes_of["frozen"]])
+                shaped = mann_whitney([e["shaped_return"] for e in episodes_of[name]],
+                                      [e["shaped_return"] for e in episodes_of["frozen"]])
+                tests[name] = {"u": mw.u, "p": mw.p_value, "effect": mw.effect_size,
+                               "shaped_u": shaped.u, "shaped_p": shaped.p_value}
+    finally:
+        held.close()
     text = report(args.game, setting, seeds, rows, tests, times, args.overrides)
     common.write_text(root / "report.md", text)
     (root / "summary.json").write_text(json.dumps({"policies": rows, "tests": tests, "wall_s": times,

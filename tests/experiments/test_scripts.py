@@ -142,13 +142,17 @@ def test_learning_trains_evaluates_frozen_and_trained_and_reports(tiny_model_dir
     more = [*args, "--episodes", "4"]  # the last --episodes counts
     played_chunks, evaluate = [], learning.evaluate
 
+    players = []
+
     def evaluate_and_record(trainer, bank, seeds, batch):  # the real evaluation, its seeds noted
         played_chunks.append(list(seeds))
+        players.append(trainer)
         return evaluate(trainer, bank, seeds, batch)
 
     monkeypatch.setattr(learning, "evaluate", evaluate_and_record)
     assert learning.main(more) == 0
     assert played_chunks == [[10002, 10003], [10002, 10003]]  # frozen, then the trained team
+    assert players[0] is players[1]  # one held-out config: one trainer, one set of compiled programs
     for name, lines in first.items():
         now = (out / name / "eval.jsonl").read_text().splitlines()
         assert now[:2] == lines and [json.loads(line)["seed"] for line in now] == [10000, 10001, 10002, 10003]
@@ -162,15 +166,25 @@ def test_learning_trains_evaluates_frozen_and_trained_and_reports(tiny_model_dir
     assert path.read_text().splitlines() == played and played_chunks == [[10002, 10003]]
 
 
-def test_held_out_overrides_play_the_frozen_base_unrealigned():
-    """A setting's `policy.realign` reaches the trained teams' held-out episodes, not the base's
-    (realigning a zero adapter is the base itself, `tests/train/test_policy.py`)."""
+def test_held_out_trainers_are_shared_by_configs_that_differ_only_in_out_dir(tiny_model_dir, tmp_path):
+    """The frozen base and a variant held out under the same config (`policy.realign` included)
+    play through one trainer, so its compiled programs serve both; another config gets its own,
+    on the same model."""
     import learning
+    from omjax.config import load_config
 
-    s = dataclasses.replace(learning.SETTINGS["overcooked_h20"], eval_overrides=("env.horizon=5", "policy.realign=3"))
-    assert learning.held_out_overrides(s, "frozen") == ("env.horizon=5",)
-    assert learning.held_out_overrides(s, "per_agent") == learning.held_out_overrides(s, "shared_lora") == (
-        "env.horizon=5", "policy.realign=3")
+    setting = learning.SETTINGS["overcooked_h20"]
+    base = [*setting.overrides, *tiny(tiny_model_dir), "policy.realign=3"]
+    cfg = lambda *extra: load_config(learning.common.CONFIGS / setting.config, [*base, *extra])
+    held = learning.HeldOut()
+    try:
+        frozen = held.trainer(cfg(f"run.out_dir={tmp_path / 'frozen'}"))
+        assert held.trainer(cfg(f"run.out_dir={tmp_path / 'per_agent'}")) is frozen
+        assert frozen.decider.policy.realign == 3.0
+        other = held.trainer(cfg(f"run.out_dir={tmp_path / 'per_agent'}", "policy.realign=2"))
+        assert other is not frozen and other.model is frozen.model and other.decider.policy.realign == 2.0
+    finally:
+        held.close()
 
 
 def test_eval_temperature_plays_frozen_and_trained_at_t_on_training_style_seeds(tiny_model_dir, tmp_path, capsys,
