@@ -542,7 +542,9 @@ SETTINGS = {
     # shaped return 51.1 against 31.2, p = 0.0039; idle share 0.36 / 0.41 against 0.48 / 0.52.
     # Wall time 90 min 42 s alone (frozen eval 25.9, burn-in and training 39.7, trained eval 24.8
     # min; the same training took 36.0 min in session 36): the p clause met, the time clause
-    # missed by 42 s. `learning_pilots.md`, session 38.)
+    # missed by 42 s. `learning_pilots.md`, session 38. Rerun in session 39 with `HeldOut`, root
+    # runs/learning_s39: both held-out files byte-identical, all 18 KL equal, 82 min 39 s: frozen
+    # eval 1496, training 2321, trained eval 1120 s.)
     "overcooked_q_last_burn_realign3_12": Setting("quickstart_overcooked_smollm2.yaml",
                                                   _BURN, "deliveries",
                                                   eval_episodes=12, eval_batch=12,
