@@ -46,11 +46,11 @@ checkpoint, a stopped evaluation from its last finished batch of episodes, and a
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 import time
 from collections.abc import Sequence
-import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -523,8 +523,8 @@ SETTINGS = {
     # trained team on held-out seeds) with both sides sampled at T = 1.0 and the trained team's
     # draws realigned with L = 3 (`policy.realign`, departure 21: the reply logits ref + 3 (adapted
     # - ref), the adapters' learned shift tripled and the base's letter habits left at T = 1; for
-    # the frozen base, a zero adapter, it is the base itself, bit for bit), 12 episodes a side in one batch, on the
-    # fresh held-out seeds 10090-10101, which no setting has played. Chosen by a rule fixed before
+    # the frozen base, a zero adapter, it is the base itself, bit for bit), 12 episodes a side in
+    # one batch, on the fresh held-out seeds 10090-10101, which no setting has played. Chosen by a rule fixed before
     # its probe ran (`learning_pilots.md`, session 37): `eval_temperature.py --realign 3` on the
     # training-style seeds 5024-5031, the trained team delivered in 4 of 8 episodes (0.50 [0.12,
     # 0.88] soups) against the frozen base's 1 of 8 (0.12) at T = 1, idle share 0.39 / 0.44
