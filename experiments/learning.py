@@ -782,8 +782,7 @@ def main(argv: list[str] | None = None) -> int:
                     trainer = held.trainer(eval_cfg)
                     bank = trainer.init_state().bank  # B = 0: exactly the base model
                 else:
-                    learner = Trainer(cfg, model=held.model)
-                    held.model = learner.model
+                    learner = Trainer(cfg, model=held.model)  # the frozen base's trainer loaded the model
                     try:
                         bank = train(learner, root / name)[0]
                     finally:
