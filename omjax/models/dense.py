@@ -94,32 +94,33 @@ def dense_config_from_hf(hf: dict, model_type: str, *, qk_norm: bool) -> DenseCo
 
 
 def params_from_hf(cfg: DenseConfig, get: Callable[[str], np.ndarray], dtype) -> dict:
-    """Parameter pytree from HF tensors (`get(name)`), linear weights as `[D_in, D_out]`."""
+    """Parameter pytree from HF tensors (`get(name)`), linear weights as `[D_in, D_out]`; the
+    decoder layers are one stack, every entry `[L, ...]` (see `base.scan_layers`)."""
     d, f, dh = cfg.hidden_size, cfg.intermediate_size, cfg.head_dim
     hq, hkv = cfg.num_heads * dh, cfg.num_kv_heads * dh
-    layers = []
-    for i in range(cfg.num_layers):
-        p = f"model.layers.{i}."
-        lin = lambda name, d_out, d_in: base.take(get, p + name + ".weight", (d_out, d_in), dtype,
-                                                  transpose=True)
-        layer = {
-            "attn_norm": base.take(get, p + "input_layernorm.weight", (d,), dtype),
-            "q": lin("self_attn.q_proj", hq, d), "k": lin("self_attn.k_proj", hkv, d),
-            "v": lin("self_attn.v_proj", hkv, d), "o": lin("self_attn.o_proj", d, hq),
-            "mlp_norm": base.take(get, p + "post_attention_layernorm.weight", (d,), dtype),
-            "gate": lin("mlp.gate_proj", f, d), "up": lin("mlp.up_proj", f, d),
-            "down": lin("mlp.down_proj", d, f),
-        }
-        if cfg.attention_bias:
-            for t, n in (("q", hq), ("k", hkv), ("v", hkv), ("o", d)):
-                layer[t + "_bias"] = base.take(get, p + f"self_attn.{t}_proj.bias", (n,), dtype)
-        if cfg.mlp_bias:
-            for t, n in (("gate", f), ("up", f), ("down", d)):
-                layer[t + "_bias"] = base.take(get, p + f"mlp.{t}_proj.bias", (n,), dtype)
-        if cfg.qk_norm:
-            layer["q_norm"] = base.take(get, p + "self_attn.q_norm.weight", (dh,), dtype)
-            layer["k_norm"] = base.take(get, p + "self_attn.k_norm.weight", (dh,), dtype)
-        layers.append(layer)
+
+    def stacked(name: str, shape: tuple[int, ...], transpose: bool = False) -> jax.Array:
+        names = [f"model.layers.{i}.{name}" for i in range(cfg.num_layers)]
+        return base.take_stacked(get, names, shape, dtype, transpose=transpose)
+
+    lin = lambda name, d_out, d_in: stacked(name + ".weight", (d_out, d_in), transpose=True)
+    layers = {
+        "attn_norm": stacked("input_layernorm.weight", (d,)),                            # [L, D]
+        "q": lin("self_attn.q_proj", hq, d), "k": lin("self_attn.k_proj", hkv, d),       # [L, D, H*Dh]
+        "v": lin("self_attn.v_proj", hkv, d), "o": lin("self_attn.o_proj", d, hq),
+        "mlp_norm": stacked("post_attention_layernorm.weight", (d,)),
+        "gate": lin("mlp.gate_proj", f, d), "up": lin("mlp.up_proj", f, d),              # [L, D, F]
+        "down": lin("mlp.down_proj", d, f),                                              # [L, F, D]
+    }
+    if cfg.attention_bias:
+        for t, n in (("q", hq), ("k", hkv), ("v", hkv), ("o", d)):
+            layers[t + "_bias"] = stacked(f"self_attn.{t}_proj.bias", (n,))
+    if cfg.mlp_bias:
+        for t, n in (("gate", f), ("up", f), ("down", d)):
+            layers[t + "_bias"] = stacked(f"mlp.{t}_proj.bias", (n,))
+    if cfg.qk_norm:
+        layers["q_norm"] = stacked("self_attn.q_norm.weight", (dh,))                     # [L, Dh]
+        layers["k_norm"] = stacked("self_attn.k_norm.weight", (dh,))
     params = {"embed": base.take(get, "model.embed_tokens.weight", (cfg.vocab_size, d), dtype),
               "layers": layers, "norm": base.take(get, "model.norm.weight", (d,), dtype)}
     if not cfg.tie_embeddings:
@@ -137,8 +138,8 @@ def lora_shapes(cfg: DenseConfig) -> list[dict[str, tuple[int, int]]]:
 
 
 def init_cache(cfg: DenseConfig, batch: int, max_len: int, dtype=jnp.float32) -> dict:
-    layers = [base.kv_layer_cache(batch, max_len, cfg.num_kv_heads, cfg.head_dim, dtype)
-              for _ in range(cfg.num_layers)]
+    """Empty cache; its layers are one stack `{"k", "v": [L, B, S, Hkv, Dh]}`."""
+    layers = base.kv_stack_cache(cfg.num_layers, batch, max_len, cfg.num_kv_heads, cfg.head_dim, dtype)
     return base.init_cache_common(layers, batch, max_len)
 
 
@@ -170,10 +171,11 @@ def _layer(p: dict, cfg: DenseConfig, x: jax.Array, ctx: base.Context, cos, sin,
 
 def _layers(params: dict, cfg: DenseConfig, tokens: jax.Array, attention_mask, lora, lora_scale: float,
             cache: dict | None, remat: bool, trunk: base.Trunk | None, stop: int, keep: int = 0):
-    """Run layers [first, stop) (first = 0, or where `trunk` stopped): (x [B, T, D], cache, layer
-    caches (those below `first` as they were), the residual stream entering layer `keep` (None
-    when `keep` is 0)). With a trunk and a cache only layers >= first are written: a later
-    chunk continuing that cache must start from a trunk at the same layer."""
+    """Run layers [first, stop) (first = 0, or where `trunk` stopped): (x [B, T, D], cache, the
+    layer stack of the cache (layers below `first` as they were), the residual stream entering
+    layer `keep` (None when `keep` is 0)). With a trunk and a cache only layers >= first are
+    written: a later chunk continuing that cache must start from a trunk at the same layer; its
+    cache may then hold only those layers (`base.cache_layers_above_trunk`)."""
     ctx, cache = base.make_context(tokens, attention_mask, cache)
     cos, sin = base.rope_cos_sin(jnp.maximum(ctx.q_pos, 0),
                                  base.rope_inv_freq(cfg.head_dim, cfg.rope_theta, cfg.rope_scaling))
@@ -181,16 +183,14 @@ def _layers(params: dict, cfg: DenseConfig, tokens: jax.Array, attention_mask, l
         x, first = params["embed"][tokens], 0                            # [B, T, D]
     else:
         x, first = trunk.hidden, trunk.n_layers
-    layer_fn = jax.checkpoint(_layer, static_argnums=(1, 7)) if remat else _layer
-    new_layers, kept = ([] if cache is None else list(cache["layers"][:first])), None
-    for i in range(first, stop):
-        if i == keep:
-            kept = x
-        lora_layer = None if lora is None else lora["layers"][i]
-        layer_cache = None if cache is None else cache["layers"][i]
-        x, layer_cache = layer_fn(params["layers"][i], cfg, x, ctx, cos, sin, lora_layer, lora_scale,
-                                  layer_cache)
-        new_layers.append(layer_cache)
+    stack = None if cache is None else cache["layers"]
+    cache_lo = 0 if stack is None else cfg.num_layers - jax.tree.leaves(stack)[0].shape[0]
+
+    def body(p, x, lora_layer, layer_cache):
+        return _layer(p, cfg, x, ctx, cos, sin, lora_layer, lora_scale, layer_cache)
+
+    x, kept, new_layers = base.scan_layers(body, x, params["layers"], None if lora is None else lora["layers"],
+                                           stack, first, stop, cache_lo=cache_lo, keep=keep, remat=remat)
     return x, cache, new_layers, kept
 
 

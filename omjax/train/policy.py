@@ -33,6 +33,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from omjax.models import base as base_lib
 from omjax.models import inference
 from omjax.prompts.reply import STATE_PREFIX, format_reply
 from omjax.train.sharding import to_host
@@ -295,7 +296,7 @@ class LetterPolicy(_BankPolicy):
         if "prompt_cache" in inputs:
             saved = inputs["prompt_cache"]
             first = self.frozen_layers
-            cache = {"layers": [None] * first + list(saved["layers"]), "positions": saved["positions"],
+            cache = {"layers": base_lib.cache_layers_above_trunk(saved["layers"], first), "positions": saved["positions"],
                      "index": jnp.asarray(t, jnp.int32)}
             last, kept = inputs["prompt_logits"], []
         else:
@@ -362,7 +363,7 @@ class LetterPolicy(_BankPolicy):
         if not self.reply_only or "prompt_cache" in inputs:
             return inputs
         last, cache, _ = self._prompt_pass(base, inputs, None, False)
-        saved = {"layers": cache["layers"][self.frozen_layers:], "positions": cache["positions"]}
+        saved = {"layers": base_lib.cache_layers_from(cache["layers"], self.frozen_layers), "positions": cache["positions"]}
         return {**inputs, "prompt_cache": saved, "prompt_logits": last}
 
     def sequences(self, inputs: dict) -> tuple[jax.Array, jax.Array]:

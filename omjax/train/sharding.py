@@ -80,10 +80,13 @@ def base_spec(path: tuple, leaf: Any, model_devices: int) -> PartitionSpec:
     divide stays whole). An unknown leaf name is an error, so a new family states its layout."""
     name = _name(path)
     shape = np.shape(leaf)
+    # A scanned layer stack (`{"layers": {name: [L, ...]}}`) keeps its layer axis whole.
+    lead = int(any(isinstance(a, jax.tree_util.DictKey) and a.key == "layers" and isinstance(b, jax.tree_util.DictKey)
+                   for a, b in zip(path, path[1:])))
     if name in _COLUMN:
         return _axis_spec(len(shape), len(shape) - 1, model_devices, shape[-1])
     if name in _FIRST:
-        return _axis_spec(len(shape), 0, model_devices, shape[0])
+        return _axis_spec(len(shape), lead, model_devices, shape[lead])
     if name in _REPLICATED:
         return PartitionSpec()
     raise ValueError(f"no sharding rule for base parameter {jax.tree_util.keystr(path)} {shape}; "

@@ -62,10 +62,11 @@ def test_config_and_every_tensor_match_transformers(ours, reference):
     names = {"q": "self_attn.q_proj", "k": "self_attn.k_proj", "v": "self_attn.v_proj",
              "o": "self_attn.o_proj", "gate": "mlp.gate_proj", "up": "mlp.up_proj",
              "down": "mlp.down_proj"}
-    for i, layer in enumerate(p["layers"]):
+    assert p["layers"]["q"].shape[0] == cfg.num_layers
+    for i in range(cfg.num_layers):
         for ours_name, hf_name in names.items():
             ref = tensors[f"model.layers.{i}.{hf_name}.weight"].numpy().T
-            np.testing.assert_array_equal(np.asarray(layer[ours_name]), ref, err_msg=f"{i}.{hf_name}")
+            np.testing.assert_array_equal(np.asarray(p["layers"][ours_name][i]), ref, err_msg=f"{i}.{hf_name}")
 
 
 def test_logits_and_greedy_tokens_match_transformers(ours, reference):
@@ -108,7 +109,7 @@ def test_joint_state_and_letter_scoring_with_shared_prefix_is_one_distribution(o
     from omjax.train.rollout import Decider, Request
 
     config = dataclasses.replace(ours.config, num_layers=depth)
-    params = {**ours.params, "layers": ours.params["layers"][:depth]}
+    params = {**ours.params, "layers": jax.tree.map(lambda w: w[:depth], ours.params["layers"])}
     policy = LetterPolicy(ours.family, config, 1.0, 0.9, remat=False)
     decider = Decider(policy, ours.tokenizer, PolicyConfig(state_line="model"))
     system = "Pick one option. Reply with two lines: 'state: <label>' and 'choice: <letter>'."

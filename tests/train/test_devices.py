@@ -49,8 +49,8 @@ for name, devices, c in (("one", jax.devices()[:1], cfg), ("four", jax.devices()
     bank = trainer.placement.bank(jax.tree.map(lambda *x: jax.numpy.concatenate(x), *[s.bank for s in states]))
     runs[name + "_layout"] = {"mesh": [trainer.placement.data_devices, trainer.placement.model_devices],
                               "bank_devices": len(jax.tree.leaves(bank)[0].sharding.device_set),
-                              "q": str(trainer.params["layers"][0]["q"].sharding.spec),
-                              "o": str(trainer.params["layers"][0]["o"].sharding.spec),
+                              "q": str(trainer.params["layers"]["q"].sharding.spec),
+                              "o": str(trainer.params["layers"]["o"].sharding.spec),
                               "q_b": str(bank["layers"][0]["q"]["b"].sharding.spec)}
 json.dump(runs, open(f"{out}/runs.json", "w"))
 '''
@@ -121,9 +121,10 @@ def test_four_devices_equal_one(tiny_model, tmp_path):
     runs = json.loads((tmp_path / "runs.json").read_text())
     assert runs["four_layout"]["mesh"] == [4, 1] and runs["four_layout"]["bank_devices"] == 4
     assert runs["four_layout"]["q"] == "P()"
-    # Base split over "model" (column-parallel q, row-parallel o), q's B factor with it, adapters over "data".
-    assert runs["sharded_layout"] == {"mesh": [2, 2], "bank_devices": 4, "q": "P(None, 'model')",
-                                      "o": "P('model', None)", "q_b": "P('data', None, 'model')"}
+    # Base split over "model" (column-parallel q, row-parallel o; the layer axis whole), q's B factor with it,
+    # adapters over "data".
+    assert runs["sharded_layout"] == {"mesh": [2, 2], "bank_devices": 4, "q": "P(None, None, 'model')",
+                                      "o": "P(None, 'model', None)", "q_b": "P('data', None, 'model')"}
     assert any(r["updated"] for rows in runs["one"] for r in rows)
     for name in ("four", "sharded"):
         assert_close(runs["one"], runs[name])

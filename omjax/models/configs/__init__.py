@@ -132,13 +132,29 @@ def _check(name: str) -> None:
         raise ValueError(f"unknown backbone {name!r}; published configs: {sorted(PUBLISHED)}")
 
 
-def published(name: str, tiny: bool = False) -> dict[str, Any]:
-    """The config.json dict of backbone `name` (a copy); `tiny` shrinks it for tests."""
+def published(name: str, tiny: bool = False, layers: int | None = None) -> dict[str, Any]:
+    """The config.json dict of backbone `name` (a copy); `tiny` shrinks it for tests; `layers`
+    keeps only the bottom that many decoder layers (`with_depth`)."""
     _check(name)
     hf = copy.deepcopy(PUBLISHED[name])
     if tiny:
         target = hf.get("text_config", hf)
         target.update(copy.deepcopy(_TINY[name]))
+    return hf if layers is None else with_depth(hf, layers)
+
+
+def with_depth(hf: dict, layers: int) -> dict:
+    """A copy of config.json dict `hf` with `layers` decoder layers: the layer-type pattern's
+    first `layers` entries and the KV-shared tail scaled with the depth (compile-time benches
+    compare a program with the same program at a fraction of the depth)."""
+    hf = copy.deepcopy(hf)
+    text = _text(hf)
+    old = text["num_hidden_layers"]
+    text["num_hidden_layers"] = layers
+    if "layer_types" in text:
+        text["layer_types"] = text["layer_types"][:layers]
+    if text.get("num_kv_shared_layers"):
+        text["num_kv_shared_layers"] = max(1, round(text["num_kv_shared_layers"] * layers / old))
     return hf
 
 
@@ -158,7 +174,7 @@ def _hf_shapes(text: dict) -> dict[str, tuple[int, ...]]:
     import torch
     import transformers
 
-    kinds = {"qwen3": ("Qwen3Config", "Qwen3ForCausalLM"),
+    kinds = {"llama": ("LlamaConfig", "LlamaForCausalLM"), "qwen3": ("Qwen3Config", "Qwen3ForCausalLM"),
              "qwen3_5_text": ("Qwen3_5TextConfig", "Qwen3_5ForCausalLM"),
              "gemma4_text": ("Gemma4TextConfig", "Gemma4ForCausalLM")}
     cfg_cls, model_cls = (getattr(transformers, n) for n in kinds[text["model_type"]])
@@ -168,10 +184,15 @@ def _hf_shapes(text: dict) -> dict[str, tuple[int, ...]]:
     return {k: tuple(v.shape) for k, v in ref.state_dict().items()}
 
 
-def abstract_params(name: str, dtype=jnp.bfloat16, *, tiny: bool = False) -> tuple[Any, Any]:
+def abstract_params(name: str, dtype=jnp.bfloat16, *, tiny: bool = False, layers: int | None = None
+                    ) -> tuple[Any, Any]:
     """(family `Config`, parameter tree of `jax.ShapeDtypeStruct`s) of backbone `name`, built by the
     family's own `params_from_hf` without allocating a weight."""
-    hf = published(name, tiny)
+    return abstract_from_hf(published(name, tiny, layers), dtype)
+
+
+def abstract_from_hf(hf: dict, dtype=jnp.bfloat16) -> tuple[Any, Any]:
+    """`abstract_params` of any config.json dict `hf` of a family transformers can build."""
     text = _text(hf)
     fam = _family(text["model_type"])
     cfg = fam.config_from_hf(hf)
@@ -179,7 +200,7 @@ def abstract_params(name: str, dtype=jnp.bfloat16, *, tiny: bool = False) -> tup
 
     def get(tensor: str) -> jax.ShapeDtypeStruct:
         if tensor not in shapes:
-            raise KeyError(f"{name}: the transformers model has no tensor {tensor!r}")
+            raise KeyError(f"{text['model_type']}: the transformers model has no tensor {tensor!r}")
         return jax.ShapeDtypeStruct(shapes[tensor], jnp.float32)
 
     return cfg, jax.eval_shape(lambda: fam.params_from_hf(cfg, get, dtype))
