@@ -14,7 +14,7 @@ Family contract (one module per HF `model_type`, registered in `FAMILIES`):
     params_from_hf(cfg, get, dtype) -> params pytree
         `get(name)` returns the HF tensor called `name` (raises naming it if missing); each
         tensor's shape is checked with `base.take` (error names the tensor). Linear weights
-        are `[D_in, D_out]`; `params["layers"]` is a Python list of per-layer dicts.
+        are `[D_in, D_out]`; `params["layers"]` is a layer stack `{name: [L, ...]}` (dense) or one stack per layer kind `{kind: {name: [N_kind, ...]}}`, or a list of per-layer dicts (gemma4).
     lora_shapes(cfg) -> [{target: (d_in, d_out)}] per layer, targets among q k v o gate up down
     init_cache(cfg, batch, max_len, dtype) -> cache (see `omjax.models.base`)
     forward(params, cfg, tokens[B, T] int32, *, attention_mask[B, T] | None = None,

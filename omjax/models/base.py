@@ -289,8 +289,12 @@ def cache_extend(cache: dict, extra: int) -> dict:
     def pad_stacked(x):                                                   # [L, B, S, ...]
         return jnp.pad(x, [(0, 0), (0, 0), (0, extra)] + [(0, 0)] * (x.ndim - 3))
 
+    def pad_dict(d):                                                      # nested by layer kind
+        return {k: pad_dict(v) if isinstance(v, dict) else pad_stacked(v) if k in SLOT_KEYS else v
+                for k, v in d.items()}
+
     if isinstance(cache["layers"], dict):
-        layers = {k: pad_stacked(v) if k in SLOT_KEYS else v for k, v in cache["layers"].items()}
+        layers = pad_dict(cache["layers"])
     else:
         layers = [{k: pad(v) if k in SLOT_KEYS else v for k, v in layer.items()}
                   for layer in cache["layers"]]
@@ -382,6 +386,93 @@ def scan_layers(body: Callable, x: jax.Array, params: dict, lora_layers: list | 
     above = jax.tree.map(lambda t: t[hi - cache_lo:], cache) if hi - cache_lo < _stack_len(cache) else None
     parts = [p for p in [below] + written + [above] if p is not None]
     return x, kept, jax.tree.map(lambda *t: jnp.concatenate(t), *parts) if len(parts) > 1 else parts[0]
+
+
+def layer_period(kinds) -> int:
+    """The length of the repeating block of a stack of layer kinds: the smallest p with
+    `kinds[i] == kinds[i % p]` for every i (Qwen3.5: 3 Gated DeltaNet + 1 full attention, 4)."""
+    n = len(kinds)
+    return next(p for p in range(1, n + 1) if all(kinds[i] == kinds[i % p] for i in range(n)))
+
+
+def scan_blocks(body: Callable, carry, kinds: tuple[str, ...], params: dict, lora_layers: list | None,
+                cache: dict | None, lo: int, hi: int, *, cuts=(), layer_xs=None, remat: bool = False):
+    """Layers `[lo, hi)` of a mixed stack as `jax.lax.scan`s over its repeating block, so a
+    program traces one block whatever the depth (MaxText's scannable blocks).
+
+    body(kind, p, carry, lora_layer, layer_cache, layer_x) -> (carry, layer_cache): one layer of
+    kind `kind` (static); p, layer_cache, layer_x without the layer axis. kinds: each layer's
+    kind; params: `{kind: {name: [N_kind, ...]}}`, a kind's layers bottom first; lora_layers: the
+    adapter's per-layer list or None; cache: `{kind: {name: [N_kind, B, ...]}}` of every layer,
+    or None; cuts: layers where a new segment starts (gemma-4's first KV-sharing layer);
+    layer_xs: a pytree of per-layer inputs `[L, ...]` fed to each layer as a scanned input.
+
+    The layers are cut into runs at `cuts` and where the adapter's structure changes (the frozen
+    trunk below `lora.top_layers`, the adapted top); each run is one scan over its whole blocks,
+    the remat policy inside the scanned body, and the layers left over when the run is not a
+    multiple of its block one more, shorter scan. Returns (carry, the cache with layers
+    `[lo, hi)` written, or None).
+    """
+    rank = [kinds[:i].count(kinds[i]) for i in range(len(kinds))]     # index within its kind
+    points = {lo, hi} | {c for c in cuts if lo < c < hi}
+    if lora_layers is not None:
+        shape = lambda i: jax.tree.structure(lora_layers[i])
+        points |= {i for i in range(lo + 1, hi) if shape(i) != shape(i - 1)}
+    points = sorted(points)
+    runs = []                                                           # (start, block length, blocks)
+    for a, b in zip(points[:-1], points[1:]):
+        period = layer_period(kinds[a:b])
+        n = (b - a) // period
+        runs += [(a, period, n)] if n else []
+        if (b - a) % period:
+            runs.append((a + n * period, (b - a) % period, 1))
+    written = {k: [] for k in params}
+    for start, period, n in runs:
+        block = kinds[start:start + period]
+        count = {k: block.count(k) for k in set(block)}
+        off = [block[:i].count(block[i]) for i in range(period)]        # index within the block's kind
+        first = {k: rank[start + block.index(k)] for k in count}
+        ab = tuple(None if lora_layers is None or not jax.tree.leaves(lora_layers[start + i]) else
+                   jax.tree.map(lambda *f: jnp.stack(f), *lora_layers[start + i:start + n * period:period])
+                   for i in range(period))                                 # [n, ...] per position
+        lx = tuple(None if layer_xs is None else
+                   jax.tree.map(lambda t: t[start + i:start + n * period:period], layer_xs) for i in range(period))
+        c = None if cache is None else {
+            k: jax.tree.map(lambda t: t[first[k]:first[k] + n * count[k]].reshape((n, count[k]) + t.shape[1:]),
+                            cache.get(k, {})) for k in count}             # [n, count, B, ...]
+
+        def step(carry, xs, block=block, count=count, off=off, first=first):
+            j, ab, c, lx = xs
+            outs = {k: [] for k in count}
+            for i, kind in enumerate(block):
+                # The frozen weights are indexed inside the body, not scanned over as slices: a
+                # slice of the stack per run would be a copy of those layers' weights per call.
+                idx = first[kind] + j * count[kind] + off[i]
+                p = jax.tree.map(lambda w: jax.lax.dynamic_index_in_dim(w, idx, keepdims=False), params[kind])
+                lc = None if c is None else jax.tree.map(lambda t: t[off[i]], c[kind])
+                carry, lc = body(kind, p, carry, ab[i], lc, lx[i])
+                outs[kind].append(lc)
+            new = None if c is None else {k: jax.tree.map(lambda *t: jnp.stack(t), *v) for k, v in outs.items()}
+            return carry, new
+
+        if remat:
+            step = jax.checkpoint(step, prevent_cse=False)
+        carry, c = jax.lax.scan(step, carry, (jnp.arange(n), ab, c, lx))
+        if c is not None:
+            for k, v in c.items():
+                written[k].append(jax.tree.map(lambda t: t.reshape((-1,) + t.shape[2:]), v))
+    if cache is None:
+        return carry, None
+    out = {}
+    for k, parts in written.items():
+        if k not in cache:
+            continue
+        lo_k, hi_k = kinds[:lo].count(k), kinds[:hi].count(k)
+        full = [jax.tree.map(lambda t: t[:lo_k], cache[k])] + parts + [jax.tree.map(lambda t: t[hi_k:], cache[k])]
+        full = [p for p in full if jax.tree.leaves(p) and jax.tree.leaves(p)[0].shape[0]]
+        out[k] = cache[k] if not full else (
+            full[0] if len(full) == 1 else jax.tree.map(lambda *t: jnp.concatenate(t), *full))
+    return carry, out
 
 
 def _stack_len(stack: dict) -> int:

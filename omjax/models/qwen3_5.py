@@ -19,10 +19,13 @@ exact no-ops on its state: their decay and write strength are masked to 0, and t
 convolution runs over the real tokens only (each row is compacted, convolved, scattered back).
 So a padded row computes what the unpadded row would, with or without a cache.
 
-Cache (`init_cache`): the common `{"layers", "positions", "index"}` of `omjax.models.base`;
-a full-attention layer holds `k`, `v` [B, S, K, Dh], a linear-attention layer holds
-`conv` [B, kernel-1, C] (the last real inputs of the convolution) and `state`
-[B, Hv, Dk, Dv] (f32).
+Layers run as scans over the repeating block of `layer_types` (`base.scan_blocks`; Qwen3.5: 3
+Gated DeltaNet + 1 full attention), their params one stack per kind `[N_kind, ...]`.
+
+Cache (`init_cache`): the common `{"layers", "positions", "index"}` of `omjax.models.base`,
+`layers` one stack per kind: full attention `k`, `v` [Nf, B, S, K, Dh], linear attention
+`conv` [Nl, B, kernel-1, C] (the last real inputs of the convolution) and `state`
+[Nl, B, Hv, Dk, Dv] (f32).
 
 LoRA targets: q, k, v, o, gate, up, down in every layer. In full-attention layers q adapts
 the whole q projection (query and gate halves). In linear-attention layers q, k and v adapt
@@ -191,14 +194,23 @@ def config_from_hf(hf_config: dict) -> Config:
 
 
 def params_from_hf(cfg: Config, get: Callable[[str], np.ndarray], dtype) -> dict:
-    """Parameter pytree from HF tensors named as in `Qwen3_5ForCausalLM`; linears as [D_in, D_out]."""
+    """Parameter pytree from HF tensors named as in `Qwen3_5ForCausalLM`; linears as [D_in, D_out].
+
+    The decoder layers are one stack per layer kind, `params["layers"][kind][name]` `[N_kind, ...]`
+    (bottom layer first), which `base.scan_blocks` runs block by block."""
     d, f = cfg.hidden_size, cfg.intermediate_size
-    layers = []
-    for i, kind in enumerate(cfg.layer_types):
-        p = f"model.layers.{i}."
-        vec = lambda name, n: base.take(get, p + name, (n,), dtype)
-        lin = lambda name, d_out, d_in: base.take(get, p + name + ".weight", (d_out, d_in), dtype,
-                                                  transpose=True)
+    layers = {}
+    for kind in (LINEAR, FULL):
+        ids = [i for i, t in enumerate(cfg.layer_types) if t == kind]
+        if not ids:
+            continue
+
+        def stacked(name, shape, transpose=False):
+            names = [f"model.layers.{i}.{name}" for i in ids]
+            return base.take_stacked(get, names, shape, dtype, transpose=transpose)
+
+        vec = lambda name, n: stacked(name, (n,))                                        # [N, n]
+        lin = lambda name, d_out, d_in: stacked(name + ".weight", (d_out, d_in), transpose=True)  # [N, D_in, D_out]
         layer = {
             "attn_norm": vec("input_layernorm.weight", d),
             "mlp_norm": vec("post_attention_layernorm.weight", d),
@@ -216,17 +228,16 @@ def params_from_hf(cfg: Config, get: Callable[[str], np.ndarray], dtype) -> dict
                     layer[t + "_bias"] = vec(f"self_attn.{t}_proj.bias", n)
         else:
             hv = cfg.linear_num_value_heads
-            conv = base.take(get, p + "linear_attn.conv1d.weight",
-                             (cfg.conv_dim, 1, cfg.linear_conv_kernel), dtype)
+            conv = stacked("linear_attn.conv1d.weight", (cfg.conv_dim, 1, cfg.linear_conv_kernel))
             layer.update(
                 qkv=lin("linear_attn.in_proj_qkv", cfg.conv_dim, d),
                 z=lin("linear_attn.in_proj_z", cfg.value_dim, d),
                 b=lin("linear_attn.in_proj_b", hv, d), a=lin("linear_attn.in_proj_a", hv, d),
-                conv=conv[:, 0, :].T,                                            # [kernel, C]
+                conv=jnp.swapaxes(conv[:, :, 0, :], 1, 2),                             # [N, kernel, C]
                 dt_bias=vec("linear_attn.dt_bias", hv), A_log=vec("linear_attn.A_log", hv),
                 out_norm=vec("linear_attn.norm.weight", cfg.linear_value_head_dim),
                 o=lin("linear_attn.out_proj", d, cfg.value_dim))
-        layers.append(layer)
+        layers[kind] = layer
     params = {"embed": base.take(get, "model.embed_tokens.weight", (cfg.vocab_size, d), dtype),
               "layers": layers, "norm": base.take(get, "model.norm.weight", (d,), dtype)}
     if not cfg.tie_embeddings:
@@ -252,16 +263,17 @@ def lora_shapes(cfg: Config) -> list[dict[str, tuple[int, int]]]:
 
 
 def init_cache(cfg: Config, batch: int, max_len: int, dtype=jnp.float32) -> dict:
-    """An empty cache for `batch` rows and up to `max_len` tokens (see the module docstring)."""
-    layers = []
-    for kind in cfg.layer_types:
-        if kind == FULL:
-            layers.append(base.kv_layer_cache(batch, max_len, cfg.num_kv_heads, cfg.head_dim, dtype))
-        else:
-            layers.append({
-                "conv": jnp.zeros((batch, cfg.linear_conv_kernel - 1, cfg.conv_dim), dtype),
-                "state": jnp.zeros((batch, cfg.linear_num_value_heads, cfg.linear_key_head_dim,
-                                    cfg.linear_value_head_dim), jnp.float32)})
+    """An empty cache for `batch` rows and up to `max_len` tokens (see the module docstring);
+    its layers are one stack per kind, `{kind: {name: [N_kind, B, ...]}}`."""
+    n_full, n_linear = cfg.layer_types.count(FULL), cfg.layer_types.count(LINEAR)
+    layers = {}
+    if n_full:
+        layers[FULL] = base.kv_stack_cache(n_full, batch, max_len, cfg.num_kv_heads, cfg.head_dim, dtype)
+    if n_linear:
+        layers[LINEAR] = {
+            "conv": jnp.zeros((n_linear, batch, cfg.linear_conv_kernel - 1, cfg.conv_dim), dtype),
+            "state": jnp.zeros((n_linear, batch, cfg.linear_num_value_heads, cfg.linear_key_head_dim,
+                                cfg.linear_value_head_dim), jnp.float32)}
     return base.init_cache_common(layers, batch, max_len)
 
 
@@ -435,10 +447,10 @@ def _gated_rms_norm(x, z, w, eps):
     return (w * normed * jax.nn.silu(z.astype(jnp.float32))).astype(x.dtype)
 
 
-def _layer(p: dict, cfg: Config, i: int, x, ctx: base.Context, cos, sin, lora_layer, scale,
+def _layer(p: dict, cfg: Config, kind: str, x, ctx: base.Context, cos, sin, lora_layer, scale,
            layer_cache):
     h = base.rms_norm(x, p["attn_norm"], cfg.rms_eps, unit_offset=True)
-    if cfg.layer_types[i] == FULL:
+    if kind == FULL:
         h, layer_cache = _full_attention(p, cfg, h, ctx, cos, sin, lora_layer, scale, layer_cache)
     else:
         h, layer_cache = _gated_delta_net(p, cfg, h, ctx.q_pos >= 0, lora_layer, scale, layer_cache)
@@ -449,7 +461,8 @@ def _layer(p: dict, cfg: Config, i: int, x, ctx: base.Context, cos, sin, lora_la
 
 def _layers(params: dict, cfg: Config, tokens: jax.Array, attention_mask, lora, lora_scale: float,
             cache: dict | None, remat: bool, trunk: base.Trunk | None, stop: int):
-    """Run layers [first, stop) (first = 0, or where `trunk` stopped): (x [B, T, D], cache, layer caches)."""
+    """Run layers [first, stop) (first = 0, or where `trunk` stopped) as scans over blocks of
+    the layer pattern (`base.scan_blocks`): (x [B, T, D], cache, layer caches)."""
     ctx, cache = base.make_context(tokens, attention_mask, cache)
     cos, sin = base.rope_cos_sin(jnp.maximum(ctx.q_pos, 0),
                                  base.rope_inv_freq(cfg.rotary_dim, cfg.rope_theta))  # [B, T, R]
@@ -457,14 +470,13 @@ def _layers(params: dict, cfg: Config, tokens: jax.Array, attention_mask, lora, 
         x, first = params["embed"][tokens], 0                                         # [B, T, D]
     else:
         x, first = trunk.hidden, trunk.n_layers
-    layer_fn = jax.checkpoint(_layer, static_argnums=(1, 2)) if remat else _layer
-    new_layers = []
-    for i in range(first, stop):
-        lora_layer = None if lora is None else lora["layers"][i]
-        layer_cache = None if cache is None else cache["layers"][i]
-        x, layer_cache = layer_fn(params["layers"][i], cfg, i, x, ctx, cos, sin, lora_layer, lora_scale,
-                                  layer_cache)
-        new_layers.append(layer_cache)
+
+    def body(kind, p, x, lora_layer, layer_cache, _):
+        return _layer(p, cfg, kind, x, ctx, cos, sin, lora_layer, lora_scale, layer_cache)
+
+    x, new_layers = base.scan_blocks(body, x, cfg.layer_types, params["layers"],
+                                     None if lora is None else lora["layers"],
+                                     None if cache is None else cache["layers"], first, stop, remat=remat)
     return x, cache, new_layers
 
 

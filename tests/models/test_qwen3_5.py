@@ -76,6 +76,27 @@ def _max_err(a, b, mask):
     return float(np.abs(np.asarray(a) - np.asarray(b))[mask.astype(bool)].max())
 
 
+def _merged(ref, cfg, adapter, scale):
+    """A copy of the torch model with each LoRA delta a @ b * scale added to its weight."""
+    merged = copy.deepcopy(ref)
+    kd = cfg.key_dim
+    with torch.no_grad():
+        for i, (kind, layer) in enumerate(zip(cfg.layer_types, adapter["layers"])):
+            block = merged.model.layers[i]
+            for target, ab in layer.items():
+                delta = torch.tensor(np.asarray(ab["a"] @ ab["b"]) * scale).T  # [d_out, d_in]
+                if target in ("gate", "up", "down"):
+                    getattr(block.mlp, f"{target}_proj").weight.add_(delta)
+                elif kind == "full_attention":
+                    getattr(block.self_attn, f"{target}_proj").weight.add_(delta)
+                elif target == "o":
+                    block.linear_attn.out_proj.weight.add_(delta)
+                else:
+                    rows = {"q": slice(0, kd), "k": slice(kd, 2 * kd), "v": slice(2 * kd, None)}[target]
+                    block.linear_attn.in_proj_qkv.weight[rows].add_(delta)
+    return merged
+
+
 def test_config_from_hf_reads_layer_types_and_partial_rotary(tiny):
     ref, model = tiny
     cfg = model.config
@@ -105,22 +126,7 @@ def test_lora_matches_torch_with_merged_weights(tiny):
             ab["b"] = 0.3 * jax.random.normal(next(keys), ab["b"].shape)
     assert all(set(layer) == set(LORA_TARGETS) for layer in adapter["layers"])
 
-    merged = copy.deepcopy(ref)
-    kd = cfg.key_dim
-    with torch.no_grad():
-        for i, (kind, layer) in enumerate(zip(cfg.layer_types, adapter["layers"])):
-            block = merged.model.layers[i]
-            for target, ab in layer.items():
-                delta = torch.tensor(np.asarray(ab["a"] @ ab["b"]) * lcfg.scale).T  # [d_out, d_in]
-                if target in ("gate", "up", "down"):
-                    getattr(block.mlp, f"{target}_proj").weight.add_(delta)
-                elif kind == "full_attention":
-                    getattr(block.self_attn, f"{target}_proj").weight.add_(delta)
-                elif target == "o":
-                    block.linear_attn.out_proj.weight.add_(delta)
-                else:
-                    rows = {"q": slice(0, kd), "k": slice(kd, 2 * kd), "v": slice(2 * kd, None)}[target]
-                    block.linear_attn.in_proj_qkv.weight[rows].add_(delta)
+    merged = _merged(ref, cfg, adapter, lcfg.scale)
 
     tokens, mask = _batch(cfg, seed=1)
     expected = _torch_logits(merged, tokens, mask)
@@ -233,3 +239,42 @@ def test_trunk_split_equals_full_forward(tiny):
     _, model = tiny
     tokens, mask = _batch(model.config, seed=4)
     check_trunk_matches_full_forward(model, tokens, mask, n_frozen=2)
+
+
+def test_stack_of_blocks_and_leftover_layers_match_torch(tmp_path):
+    """Seven layers, 2 blocks of (2 Gated DeltaNet + 1 attention) and a leftover Gated DeltaNet:
+    the block scan, the shorter scan of the leftover and a top-layers adapter (runs cut where
+    the adapter starts) give the reference's logits; cached decoding gives the same."""
+    torch.manual_seed(1)
+    kinds = ["linear_attention", "linear_attention", "full_attention"] * 2 + ["linear_attention"]
+    config = transformers.Qwen3_5TextConfig(
+        vocab_size=101, hidden_size=32, intermediate_size=48, num_hidden_layers=7,
+        num_attention_heads=2, num_key_value_heads=1, head_dim=16, linear_conv_kernel_dim=4,
+        linear_key_head_dim=8, linear_value_head_dim=8, linear_num_key_heads=2,
+        linear_num_value_heads=2, initializer_range=0.1, layer_types=kinds)
+    ref = transformers.Qwen3_5ForCausalLM(config).eval()
+    ref.save_pretrained(tmp_path)
+    model = models.load(tmp_path, dtype=jnp.float32, with_tokenizer=False)
+    cfg = dataclasses.replace(model.config, chunk_size=4)
+    assert model.params["layers"]["linear_attention"]["qkv"].shape[0] == 5
+    assert model.params["layers"]["full_attention"]["q"].shape[0] == 2
+    lcfg = LoRAConfig(rank=2, alpha=4.0, targets=LORA_TARGETS, top_layers=2)
+    adapter = lora_lib.agent(lora_lib.init_lora(jax.random.PRNGKey(7), qwen3_5.lora_shapes(cfg), lcfg), 0)
+    adapter = jax.tree.map(lambda x: x + 0.3 * jnp.ones_like(x), adapter)
+    tokens, mask = _batch(cfg, seed=7)
+    expected = _torch_logits(_merged(ref, cfg, adapter, lcfg.scale), tokens, mask)
+    logits, _ = _forward(model.params, cfg, jnp.asarray(tokens), attention_mask=jnp.asarray(mask),
+                         lora=adapter, lora_scale=lcfg.scale)
+    assert _max_err(logits, expected, mask) < TOL
+    left = np.ones_like(mask)
+    left[1, :4] = 0
+    full, _ = _forward(model.params, cfg, jnp.asarray(tokens), attention_mask=jnp.asarray(left))
+    cache = qwen3_5.init_cache(cfg, 3, 12, jnp.float32)
+    assert cache["layers"]["full_attention"]["k"].shape == (2, 3, 12, 1, 16)
+    steps, cache = _forward(model.params, cfg, jnp.asarray(tokens[:, :8]), attention_mask=jnp.asarray(left[:, :8]),
+                            cache=cache)
+    steps = [steps]
+    for s in range(8, tokens.shape[1]):
+        logit, cache = _forward(model.params, cfg, jnp.asarray(tokens[:, s:s + 1]), cache=cache)
+        steps.append(logit)
+    assert _max_err(jnp.concatenate(steps, axis=1), full, left) < TOL
