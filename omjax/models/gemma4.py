@@ -18,8 +18,13 @@ What sets it apart from the dense decoder of `omjax.models.dense`:
     KV-shared layers, a mixture-of-experts block beside the MLP, and tanh soft-capped logits.
 The token embedding is scaled by sqrt(hidden_size) in the parameter dtype, as the reference does.
 
-Cache: the common `{"layers", "positions", "index"}` of `omjax.models.base`; a layer that
-computes keys holds `k`, `v` [B, S, K, Dh] of its own shape; a KV-shared layer holds `{}`.
+Layers run as scans over blocks of the sliding/full pattern (`base.scan_blocks`), in two
+segments: the layers that write keys and values, and the KV-shared ones, which read the (k, v)
+the scan carries from the last writer of their type; params are one stack per `layer_kinds`.
+
+Cache: the common `{"layers", "positions", "index"}` of `omjax.models.base`; `layers` holds
+one stack per kind of the layers that compute keys, `k`, `v` [N_kind, B, S, K, Dh]; KV-shared
+layers hold nothing.
 The full-length cache is masked to the window on sliding layers, so sliding layers keep every
 slot (simple and exact; memory grows with max_len, not with the window). Padding may sit
 anywhere (e.g. before a cached shared prefix and again before each suffix): keys are masked by
@@ -288,15 +293,29 @@ def config_from_hf(hf_config: dict) -> Config:
         moe_intermediate_size=int(text.get("moe_intermediate_size") or 0) if moe else 0)
 
 
+def layer_kinds(cfg: Config) -> tuple[str, ...]:
+    """Per layer, the stack its params and cache live in: layers of one kind have the same
+    shapes (type, head dim, key/value heads, MLP width, whether it shares keys/values)."""
+    return tuple(f"{t}_{hd}x{kv}_{f}" + ("_shared" if cfg.shares_kv(i) else "")
+                 for i, (t, hd, kv, f) in enumerate(zip(cfg.layer_types, cfg.layer_head_dims, cfg.layer_kv_heads,
+                                                        cfg.layer_intermediate_sizes)))
+
+
 def params_from_hf(cfg: Config, get: Callable[[str], np.ndarray], dtype) -> dict:
-    """Parameter pytree from HF tensors named as in `Gemma4ForCausalLM`; linears as [D_in, D_out]."""
+    """Parameter pytree from HF tensors named as in `Gemma4ForCausalLM`; linears as [D_in, D_out].
+
+    The decoder layers are one stack per layer kind (`layer_kinds`),
+    `params["layers"][kind][name]` `[N_kind, ...]` (bottom layer first)."""
     d, h, pd = cfg.hidden_size, cfg.num_heads, cfg.per_layer_dim
-    layers = []
-    for i in range(cfg.num_layers):
-        p = f"model.layers.{i}."
-        vec = lambda name, n: base.take(get, p + name, (n,), dtype)
-        lin = lambda name, d_out, d_in: base.take(get, p + name + ".weight", (d_out, d_in), dtype,
-                                                  transpose=True)
+    kinds = layer_kinds(cfg)
+    layers = {}
+    for kind in dict.fromkeys(kinds):
+        ids = [j for j, k in enumerate(kinds) if k == kind]
+        i = ids[0]                                      # every layer of a kind has its shapes
+        take = lambda name, shape, transpose=False: base.take_stacked(
+            get, [f"model.layers.{j}.{name}" for j in ids], shape, dtype, transpose=transpose)
+        vec = lambda name, n: take(name, (n,))                                           # [N, n]
+        lin = lambda name, d_out, d_in: take(name + ".weight", (d_out, d_in), True)      # [N, D_in, D_out]
         hd, kv = cfg.layer_head_dims[i], cfg.layer_kv_heads[i]
         f = cfg.layer_intermediate_sizes[i]
         layer = {
@@ -330,12 +349,12 @@ def params_from_hf(cfg: Config, get: Callable[[str], np.ndarray], dtype) -> dict
             layer.update(
                 router_proj=lin("router.proj", e, d), router_scale=vec("router.scale", d),
                 expert_scale=vec("router.per_expert_scale", e),
-                experts_gate_up=base.take(get, p + "experts.gate_up_proj", (e, 2 * fe, d), dtype),
-                experts_down=base.take(get, p + "experts.down_proj", (e, d, fe), dtype),
+                experts_gate_up=take("experts.gate_up_proj", (e, 2 * fe, d)),
+                experts_down=take("experts.down_proj", (e, d, fe)),
                 moe_post_mlp_norm=vec("post_feedforward_layernorm_1.weight", d),
                 moe_pre_norm=vec("pre_feedforward_layernorm_2.weight", d),
                 moe_post_norm=vec("post_feedforward_layernorm_2.weight", d))
-        layers.append(layer)
+        layers[kind] = layer
     params = {"embed": base.take(get, "model.embed_tokens.weight", (cfg.vocab_size, d), dtype),
               "layers": layers, "norm": base.take(get, "model.norm.weight", (d,), dtype)}
     if pd:
@@ -368,11 +387,15 @@ def lora_shapes(cfg: Config) -> list[dict[str, tuple[int, int]]]:
 
 
 def init_cache(cfg: Config, batch: int, max_len: int, dtype=jnp.float32) -> dict:
-    """An empty cache for `batch` rows and up to `max_len` tokens (see the module docstring)."""
-    layers = [{} if cfg.shares_kv(i) else
-              base.kv_layer_cache(batch, max_len, cfg.layer_kv_heads[i], cfg.layer_head_dims[i],
-                                  dtype)
-              for i in range(cfg.num_layers)]
+    """An empty cache for `batch` rows and up to `max_len` tokens (see the module docstring);
+    its layers are one stack per kind of the layers that write keys and values,
+    `{kind: {"k", "v": [N_kind, B, S, K, Dh]}}`."""
+    kinds = layer_kinds(cfg)
+    layers = {}
+    for i, kind in enumerate(kinds):
+        if not cfg.shares_kv(i) and kind not in layers:
+            layers[kind] = base.kv_stack_cache(kinds.count(kind), batch, max_len, cfg.layer_kv_heads[i],
+                                               cfg.layer_head_dims[i], dtype)
     return base.init_cache_common(layers, batch, max_len)
 
 
@@ -472,30 +495,53 @@ def _per_layer_inputs(params: dict, cfg: Config, tokens, x):
 
 def _layers(params: dict, cfg: Config, tokens: jax.Array, attention_mask, lora, lora_scale: float,
             cache: dict | None, remat: bool, trunk: base.Trunk | None, stop: int):
-    """Run layers [first, stop) (first = 0, or where `trunk` stopped).
+    """Run layers [first, stop) (first = 0, or where `trunk` stopped) as scans over blocks of
+    the sliding/full pattern (`base.scan_blocks`) in two segments, the layers that write keys
+    and values and those that share them; the per-layer inputs are scanned inputs.
 
-    Returns (x [B, T, D], cache, layer caches, shared): `shared` maps each KV-source layer run
-    so far (or carried by the trunk) to its (k, v)."""
+    Returns (x [B, T, D], cache, layer caches, shared): `shared` maps each layer type to the
+    (k, v) of its last KV-writing layer run so far (or carried by the trunk), which is what a
+    KV-shared layer of that type reads (the scan carries it)."""
     ctx, cache = base.make_context(tokens, attention_mask, cache)
+    kinds = layer_kinds(cfg)
+    first_shared = next((i for i in range(cfg.num_layers) if cfg.shares_kv(i)), cfg.num_layers)
+    for i in range(first_shared, cfg.num_layers):
+        last = max(j for j in range(first_shared) if cfg.layer_types[j] == cfg.layer_types[i])
+        if cfg.kv_sources[i] != last:
+            raise ValueError(f"gemma4: KV-shared layer {i} reads layer {cfg.kv_sources[i]}; the scanned stack "
+                             f"supports sharing the last KV-writing layer of its type ({last}) only")
     embed = params["embed"]
     x0 = embed[tokens] * jnp.asarray(cfg.hidden_size ** 0.5, embed.dtype)         # [B, T, D]
-    per_layer = _per_layer_inputs(params, cfg, tokens, x0) if cfg.per_layer_dim else None
+    per_layer = None
+    if cfg.per_layer_dim:
+        per_layer = jnp.moveaxis(_per_layer_inputs(params, cfg, tokens, x0), 2, 0)  # [L, B, T, P]
+    b, t = tokens.shape
+    s_len = t if cache is None else cache["positions"].shape[1]
+    dtype = x0.dtype if cache is None else jax.tree.leaves(cache["layers"])[0].dtype
+    needed = sorted({cfg.layer_types[i] for i in range(first_shared, cfg.num_layers)})
+    src = {kind: cfg.kv_sources[next(i for i in range(cfg.num_layers) if cfg.shares_kv(i) and
+                                     cfg.layer_types[i] == kind)] for kind in needed}
     if trunk is None:
-        x, first, shared_kv = x0, 0, {}
+        x, first = x0, 0
+        shared_kv = {kind: (jnp.zeros((b, s_len, cfg.layer_kv_heads[j], cfg.layer_head_dims[j]), dtype),) * 2
+                     for kind, j in src.items()}
     else:
         x, first, shared_kv = trunk.hidden, trunk.n_layers, dict(trunk.extras["kv"])
-    layer_fn = jax.checkpoint(_layer, static_argnums=(1, 2)) if remat else _layer
-    new_layers = []
-    for i in range(first, stop):
-        lora_layer = None if lora is None else lora["layers"][i]
-        layer_cache = None if cache is None else cache["layers"][i]
-        pli = None if per_layer is None else per_layer[:, :, i]                    # [B, T, P]
-        source_kv = shared_kv[cfg.kv_sources[i]] if cfg.shares_kv(i) else None
-        x, layer_cache, kv = layer_fn(params["layers"][i], cfg, i, x, pli, ctx, lora_layer, lora_scale,
-                                      layer_cache, source_kv)
-        if not cfg.shares_kv(i):
-            shared_kv[i] = kv
-        new_layers.append(layer_cache)
+    rep = {kind: kinds.index(kind) for kind in kinds}                               # a layer of each kind
+
+    def body(kind, p, carry, lora_layer, layer_cache, pli):
+        x, shared_kv = carry
+        i = rep[kind]
+        source_kv = shared_kv[cfg.layer_types[i]] if cfg.shares_kv(i) else None
+        x, layer_cache, kv = _layer(p, cfg, i, x, pli, ctx, lora_layer, lora_scale, layer_cache, source_kv)
+        if not cfg.shares_kv(i) and cfg.layer_types[i] in shared_kv:
+            shared_kv = {**shared_kv, cfg.layer_types[i]: kv}
+        return (x, shared_kv), ({} if layer_cache is None else layer_cache)
+
+    (x, shared_kv), new_layers = base.scan_blocks(
+        body, (x, shared_kv), kinds, params["layers"], None if lora is None else lora["layers"],
+        None if cache is None else cache["layers"], first, stop, cuts=(first_shared,), layer_xs=per_layer,
+        remat=remat)
     return x, cache, new_layers, shared_kv
 
 
@@ -506,9 +552,7 @@ def trunk(params: dict, cfg: Config, tokens: jax.Array, *, attention_mask: jax.A
     base.check_forward_inputs("gemma4", cfg.num_layers, tokens, attention_mask, None)
     base.check_trunk("gemma4", cfg.num_layers, n_layers)
     x, _, _, shared_kv = _layers(params, cfg, tokens, attention_mask, None, 1.0, None, False, None, n_layers)
-    needed = {cfg.kv_sources[i] for i in range(n_layers, cfg.num_layers) if cfg.shares_kv(i)}
-    kv = {i: shared_kv[i] for i in sorted(needed) if i < n_layers}
-    return base.Trunk(hidden=x, extras={"kv": kv}, n_layers=n_layers)
+    return base.Trunk(hidden=x, extras={"kv": shared_kv}, n_layers=n_layers)
 
 
 def forward(params: dict, cfg: Config, tokens: jax.Array, *,

@@ -175,7 +175,10 @@ def test_padding_anywhere_and_cached_decoding_match_unpadded(tiny):
 
     prefill = 5  # the 6 decoded tokens run past the sliding window of 4
     cache = gemma4.init_cache(cfg, 3, 16, jnp.float32)
-    assert cache["layers"][3] == {} and cache["layers"][2]["k"].shape == (3, 16, 2, 32)
+    kinds = gemma4.layer_kinds(cfg)
+    assert set(cache["layers"]) == {kinds[0], kinds[2]}         # the KV-shared layers 3, 4 hold none
+    assert cache["layers"][kinds[2]]["k"].shape == (1, 3, 16, 2, 32)
+    assert cache["layers"][kinds[0]]["k"].shape == (2, 3, 16, 2, 16)
     logits, cache = _forward(model.params, cfg, jnp.asarray(tokens[:, :prefill]),
                              attention_mask=jnp.asarray(mask[:, :prefill]), cache=cache)
     steps = [logits]
@@ -238,3 +241,35 @@ def test_trunk_split_equals_full_forward(tiny):
     assert model.config.kv_sources[3] == 1 and model.config.kv_sources[4] == 2
     tokens, mask = _batch(model.config, seed=4)
     check_trunk_matches_full_forward(model, tokens, mask, n_frozen=2)
+
+
+def test_stack_of_blocks_matches_torch(tmp_path):
+    """Eight layers: 3 blocks of (sliding, full) writing keys/values and 1 block sharing them,
+    scanned as two segments; logits match the reference, as does cached decoding, and a trunk
+    that stops inside a block (its leftover layer a shorter scan) gives the full forward."""
+    from trunk_check import check_trunk_matches_full_forward
+
+    kinds = ["sliding_attention", "full_attention"] * 4
+    ref, model = _build(tmp_path, seed=3, num_hidden_layers=8, layer_types=kinds, hidden_size=32,
+                        intermediate_size=48)
+    cfg = model.config
+    assert cfg.kv_sources == (0, 1, 2, 3, 4, 5, 4, 5)
+    assert {k: v["q"].shape[0] for k, v in model.params["layers"].items()} == {
+        gemma4.layer_kinds(cfg)[i]: n for i, n in ((0, 3), (1, 3), (6, 1), (7, 1))}
+    tokens, mask = _batch(cfg, seed=3)
+    logits, _ = _forward(model.params, cfg, jnp.asarray(tokens), attention_mask=jnp.asarray(mask))
+    real = mask.astype(bool)
+    assert np.abs(np.asarray(logits) - _torch_logits(ref, tokens, mask))[real].max() < TOL
+
+    left = np.ones_like(mask)
+    left[1, :4] = 0
+    full, _ = _forward(model.params, cfg, jnp.asarray(tokens), attention_mask=jnp.asarray(left))
+    cache = gemma4.init_cache(cfg, 3, 12, jnp.float32)
+    first, cache = _forward(model.params, cfg, jnp.asarray(tokens[:, :7]), attention_mask=jnp.asarray(left[:, :7]),
+                            cache=cache)
+    steps = [first]
+    for s in range(7, tokens.shape[1]):
+        step, cache = _forward(model.params, cfg, jnp.asarray(tokens[:, s:s + 1]), cache=cache)
+        steps.append(step)
+    assert np.abs(np.asarray(jnp.concatenate(steps, axis=1)) - np.asarray(full))[left.astype(bool)].max() < TOL
+    check_trunk_matches_full_forward(model, tokens, mask, n_frozen=3)

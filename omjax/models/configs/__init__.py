@@ -144,17 +144,27 @@ def published(name: str, tiny: bool = False, layers: int | None = None) -> dict[
 
 
 def with_depth(hf: dict, layers: int) -> dict:
-    """A copy of config.json dict `hf` with `layers` decoder layers: the layer-type pattern's
-    first `layers` entries and the KV-shared tail scaled with the depth (compile-time benches
+    """A copy of config.json dict `hf` with about `layers` decoder layers: the layer-type
+    pattern's first entries and the KV-shared tail scaled with the depth (one more layer of a
+    type the tail reads when the cut would leave none below it; compile-time benches
     compare a program with the same program at a fraction of the depth)."""
     hf = copy.deepcopy(hf)
     text = _text(hf)
     old = text["num_hidden_layers"]
-    text["num_hidden_layers"] = layers
-    if "layer_types" in text:
+    shared = text.get("num_kv_shared_layers") or 0
+    if shared and "layer_types" in text:
+        # The KV-shared tail keeps the original's last layer types; the layers below it are the
+        # pattern's first ones, at least up to a layer of each type the tail reads from.
+        types = list(text["layer_types"])
+        shared = max(1, round(shared * layers / old))
+        tail = types[old - shared:]
+        below = max(layers - shared, 1 + max(types.index(t) for t in tail))
+        text["layer_types"] = types[:below] + tail
+        text["num_kv_shared_layers"] = shared
+        layers = below + shared
+    elif "layer_types" in text:
         text["layer_types"] = text["layer_types"][:layers]
-    if text.get("num_kv_shared_layers"):
-        text["num_kv_shared_layers"] = max(1, round(text["num_kv_shared_layers"] * layers / old))
+    text["num_hidden_layers"] = layers
     return hf
 
 
