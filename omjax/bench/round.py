@@ -238,7 +238,7 @@ def _stand_in_update(trainer, states, batches):
     trainer.update(trainer.params, bank, opt, dbatch, keys, active)
 
 
-def run_round(args, run_cfg, report: Report, clock: CompileClock) -> None:
+def run_round(args, run_cfg, report: Report, clock: CompileClock, paper_horizon: int) -> None:
     """Build the model and trainer, play `args.rounds` rounds, fill `report` phase by phase."""
     import jax
     import jax.numpy as jnp
@@ -303,6 +303,7 @@ def run_round(args, run_cfg, report: Report, clock: CompileClock) -> None:
         rounds.append({
             "round": r, "wall_s": wall, "advantages": advantages,
             "collect": {"wall_s": collect_wall, "compile_s": collect_compile, "decisions": len(ds),
+                        "decisions_per_s": len(ds) / collect_run,
                         "prompt_tokens": int(sum(len(d.prompt_ids) for d in ds)), "prefix_tokens": prefix,
                         "block_tokens": block, "tflop": fl["rollout"] / 1e12,
                         "mfu": _mfu(fl["rollout"], collect_run, peak)},
@@ -346,12 +347,14 @@ def run_round(args, run_cfg, report: Report, clock: CompileClock) -> None:
     # Steady state: the last round without its compile time (the first round of a run compiles).
     steady = (last["collect"]["wall_s"] - last["collect"]["compile_s"]
               + last["update"]["wall_s"] - last["update"]["compile_s"])
-    per_seed_round = steady if args.seeds >= CELL_SEEDS else steady * math.ceil(CELL_SEEDS / args.seeds)
-    data["projection"] = {"steady_round_s": steady, "seeds_per_round": args.seeds,
-                          "cell_rounds": CELL_ROUNDS, "cell_seeds": CELL_SEEDS,
-                          "cell_s": CELL_ROUNDS * per_seed_round, "cell_h": CELL_ROUNDS * per_seed_round / 3600,
-                          "note": f"{CELL_ROUNDS} rounds x ceil({CELL_SEEDS} / seeds per round) groups of the "
-                                  "last round's wall time less its compile time"}
+    # A round's work grows with its decisions, about linearly in the episode's steps.
+    stretch = paper_horizon / run_cfg.env.horizon
+    cell = CELL_ROUNDS * math.ceil(CELL_SEEDS / args.seeds) * steady * stretch
+    data["projection"] = {"steady_round_s": steady, "seeds_per_round": args.seeds, "horizon": run_cfg.env.horizon,
+                          "paper_horizon": paper_horizon, "cell_rounds": CELL_ROUNDS, "cell_seeds": CELL_SEEDS,
+                          "cell_s": cell, "cell_h": cell / 3600,
+                          "note": f"{CELL_ROUNDS} rounds x ceil({CELL_SEEDS} / seeds per round) groups x the last "
+                                  "round's wall time less its compile time x paper horizon / horizon played"}
     report.save()
     tmp.cleanup()
 
@@ -360,7 +363,8 @@ def bench_config(args) -> Any:
     from omjax.config import load_config
 
     overrides = ["env.reward_shaping=1.0", "run.progress=false", "run.save_decisions=false",
-                 *(TINY_OVERRIDES if args.tiny else []), *args.overrides]
+                 *(TINY_OVERRIDES if args.tiny else []), *args.overrides,
+                 *([f"env.horizon={args.horizon}"] if args.horizon else [])]
     return load_config(args.config, overrides)
 
 
@@ -369,6 +373,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--config", default=str(DEFAULT_CONFIG), help="a paper config (default %(default)s)")
     p.add_argument("--backbone", default=None, help="published backbone (default: the one the config's model.name names)")
     p.add_argument("--seeds", type=int, default=1, help="training seeds in the round (the trainer's group)")
+    p.add_argument("--horizon", type=int, default=None,
+                   help="env steps per episode (default the config's); the cell projection scales to the config's")
     p.add_argument("--rounds", type=int, default=1, help="rounds to play (2: the second shows the steady state)")
     p.add_argument("--tiny", action="store_true", help="the family's test-size backbone and a few env steps (CPU)")
     p.add_argument("--flops-only", action="store_true", help="print the analytic FLOPs and exit (no weights)")
@@ -399,13 +405,13 @@ def main(argv: list[str] | None = None) -> int:
     report = Report(Path(args.out) if args.out else None, data)
     model_cfg, dims = dims_for(args.backbone, args.tiny, run_cfg.lora.rank, run_cfg.lora.targets)
     # The paper's scale whatever --tiny shrank: the config without the bench's overrides.
-    paper_cfg = bench_config(argparse.Namespace(config=args.config, tiny=False, overrides=args.overrides))
+    paper_cfg = bench_config(argparse.Namespace(config=args.config, tiny=False, overrides=args.overrides, horizon=None))
     paper_model, paper_dims = (model_cfg, dims) if not args.tiny else dims_for(args.backbone, False, paper_cfg.lora.rank,
                                                                                paper_cfg.lora.targets)
     work = {k: getattr(args, k) for k in PAPER_PROMPT}
     data["paper_flops"] = paper_flops(paper_model, paper_dims, paper_cfg, 1, args.device_gib * 2 ** 30, **work)
     report.save()
     if not args.flops_only:
-        run_round(args, run_cfg, report, CompileClock())
+        run_round(args, run_cfg, report, CompileClock(), paper_cfg.env.horizon)
     print(json.dumps(data))
     return 0
