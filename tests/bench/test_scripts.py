@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from tests.eval.conftest import tiny_model_dir  # noqa: F401  (the tiny random Llama on disk)
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -32,3 +34,18 @@ def test_gpu_check_rejects_an_unknown_part(tmp_path):
     done = subprocess.run(["bash", str(ROOT / "experiments" / "gpu_check.sh"), str(tmp_path), "c"], env=_env(),
                           capture_output=True, text=True, timeout=60)
     assert done.returncode == 2 and "part must be a or b" in done.stderr
+
+
+def test_paper_scale_smollm2_tiny_trains_then_evaluates_both_teams_on_held_out_seeds(tiny_model_dir, tmp_path):
+    done = subprocess.run(["bash", str(ROOT / "experiments" / "paper_scale_smollm2.sh"), str(tiny_model_dir),
+                           str(tmp_path), "--tiny"], env=_env(OMJAX_CACHE=str(tmp_path / "cache")),
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    settings = (tmp_path / "settings.txt").read_text()
+    assert "train.lr=2e-4" in settings and "env.reward_shaping=0.0" in settings
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert summary["rounds_trained"] == 2 and summary["seeds"] == [11000, 11001]
+    for team in ("frozen", "trained"):
+        assert len(summary[team]["deliveries"]) == 2 and len(summary[team]["ci95"]) == 2
+        assert (tmp_path / f"eval_{team}" / "report.md").is_file()
+    assert 0.0 <= summary["mann_whitney"]["p_value"] <= 1.0
