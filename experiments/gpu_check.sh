@@ -14,10 +14,10 @@
 #
 # The rounds play OMJAX_GPU_CHECK_HORIZON env steps (default 40) instead of the paper's 400, so
 # that the compiles and a round fit the call; `bench round` projects a Table 1 cell (100 rounds x
-# 5 seeds) to the config's horizon. Policy decisions/s of the trainer's own path are the round's
-# `collect.decisions_per_s`. Not yet here: the same prompts through transformers + PEFT (several
-# adapters on one base, eager; `omjax.bench llm` compares SmolLM2 against plain PyTorch eager
-# only, and its GGUF, 94 MiB, is larger than a device call carries).
+# 5 seeds) to the config's horizon. Policy decisions/s: the round's `collect.decisions_per_s`
+# (the trainer's own path), and in part a `vs_peft`: 48 real Overcooked prompts through omjax's
+# decide and through transformers + PEFT eager (both agents' adapters on one base, PEFT's
+# mixed-adapter batches), Qwen3-4B shapes, random weights on both sides.
 #
 # What a bare CUDA image (jax 0.11.2, flax, optax, orbax, chex, transformers, tokenizers, peft)
 # lacks, and how to bring it offline. omjax needs, at import of the Overcooked env,
@@ -64,9 +64,11 @@ horizon="${OMJAX_GPU_CHECK_HORIZON:-40}"
 if [ "${OMJAX_GPU_CHECK_TINY:-0}" != 0 ]; then
   tiny=(--tiny)
   seeds=1
+  peft=4
 else
   tiny=()
   seeds=5
+  peft=48
 fi
 log="$out/log.txt"
 "$python" -c 'import jax; d = jax.devices()[0]; print(f"device: {d.platform} {d.device_kind} x{jax.device_count()}")' \
@@ -86,17 +88,19 @@ step() {
   echo "== $name exit $rc $(date -u +%H:%M:%S)" | tee -a "$log"
 }
 
-round() {  # round CONFIG NAME SEEDS LIMIT_S
+round() {  # round CONFIG NAME SEEDS LIMIT_S [EXTRA ARGS]
+  local config=$1 name=$2 n=$3 limit=$4
+  shift 4
   local horizon_args=()
   [ ${#tiny[@]} = 0 ] && horizon_args=(--horizon "$horizon")
-  step "round_$2" "$4" /dev/null "$python" -m omjax.bench round --config "configs/$1" --seeds "$3" \
-    "${horizon_args[@]}" "${tiny[@]}" "${tokenizer[@]}" --out "$out/round_$2.json"
+  step "round_$name" "$limit" /dev/null "$python" -m omjax.bench round --config "configs/$config" --seeds "$n" \
+    "${horizon_args[@]}" "${tiny[@]}" "${tokenizer[@]}" --out "$out/round_$name.json" "$@"
 }
 
 case "$part" in
   a)
     step env 60 "$out/env.json" "$python" -m omjax.bench gpu --env-only "${tiny[@]}"
-    round overcooked_aa_qwen3-4b.yaml qwen3-4b "$seeds" 270
+    round overcooked_aa_qwen3-4b.yaml qwen3-4b "$seeds" 270 --vs-peft "$peft"
     ;;
   b)
     round overcooked_aa_qwen3.5-2b.yaml qwen3.5-2b 1 110

@@ -23,7 +23,10 @@ compile events during the phase), tokens, analytic FLOPs (`omjax.bench.flops`) a
 utilisation against `--peak-tflops` (default the device's bf16 dense peak; on a CPU n/a); peak
 device memory (`memory_stats`, where the backend has it) against `memory_estimate` of the same
 update; the projected wall time of a Table 1 cell (100 rounds x 5 seeds); the analytic
-before/after pair of the update at the paper's scale. The JSON file (`--out`) is rewritten after
+before/after pair of the update at the paper's scale; with `--vs-peft N`, policy decisions/s of
+omjax against transformers + PEFT eager (one adapter per agent on one base, mixed-adapter
+batches) on the same N real Overcooked prompts (random weights on both sides, not the same ones:
+a throughput comparison). The JSON file (`--out`) is rewritten after
 every phase, so a run cut off keeps what finished; the last stdout line is the same JSON.
 """
 
@@ -238,6 +241,84 @@ def _stand_in_update(trainer, states, batches):
     trainer.update(trainer.params, bank, opt, dbatch, keys, active)
 
 
+TORCH_CLASSES = {"qwen3": ("Qwen3Config", "Qwen3ForCausalLM"), "qwen3_5_text": ("Qwen3_5TextConfig", "Qwen3_5ForCausalLM"),
+                 "gemma4_text": ("Gemma4TextConfig", "Gemma4ForCausalLM"), "llama": ("LlamaConfig", "LlamaForCausalLM")}
+
+
+def peft_team(backbone: str, tiny: bool, n_adapters: int, rank: int, alpha: float, targets: tuple[str, ...]):
+    """A transformers model of the backbone's (or its test-size) shapes, random weights (torch's
+    init), with `n_adapters` PEFT LoRA adapters `agent0`, `agent1`, ... (B moved off zero), bf16 on
+    a GPU, f32 on a CPU: the eager multi-adapter baseline."""
+    import torch
+    import transformers
+    from peft import LoraConfig, get_peft_model
+
+    from omjax.models import configs
+
+    text = configs._text(configs.published(backbone, tiny))
+    cfg_cls, model_cls = (getattr(transformers, n) for n in TORCH_CLASSES[text["model_type"]])
+    gpu = torch.cuda.is_available()
+    torch.manual_seed(0)
+    with torch.device("cuda" if gpu else "cpu"):
+        tm = model_cls(cfg_cls(**{k: v for k, v in text.items() if k not in ("model_type", "architectures")}))
+    tm = tm.to(torch.bfloat16 if gpu else torch.float32).eval()
+    lora = LoraConfig(r=rank, lora_alpha=alpha, target_modules=[f"{t}_proj" for t in targets], init_lora_weights=False)
+    team = get_peft_model(tm, lora, adapter_name="agent0")
+    for i in range(1, n_adapters):
+        team.add_adapter(f"agent{i}", lora)
+    return team.eval()
+
+
+def bench_vs_peft(trainer, bank, args) -> dict:
+    """Policy decisions/s on the same real Overcooked prompts (`omjax.bench.llm.game_requests`):
+    omjax's `Decider.decide` (the shared prefix cached per adapter, per-row adapters of one bank, one
+    batched call) against transformers + PEFT eager (`omjax.bench.llm.torch_decider`: each whole
+    prompt with a KV cache, then every state branch on a copy; rows of both agents in one batch
+    through PEFT's mixed-adapter forward, `adapter_names`). Best of `--repeats` after a warm-up."""
+    import jax
+    import torch
+
+    from omjax.bench.llm import game_requests, torch_decider
+
+    decider, base = trainer.decider, trainer.params
+    system, requests = game_requests("overcooked", decider, args.vs_peft, 0, 8)
+    prefix = decider.prefill(base, bank, system)
+    keys = jax.random.split(jax.random.PRNGKey(7), len(requests))
+    ours = lambda: decider.decide(base, bank, requests, keys, prefix)
+    team = peft_team(args.backbone, args.tiny, trainer.cfg.n_adapters, trainer.cfg.lora.rank, trainer.cfg.lora.alpha,
+                     trainer.cfg.lora.targets)
+    names = [f"agent{r.adapter}" for r in requests]
+    n_labels = len(requests[0].branches.tokens)
+    device = next(team.parameters()).device
+
+    def forward(**kw):  # the whole prompts (N rows), then every branch of each (N x L rows)
+        rows = kw["input_ids"].shape[0]
+        per_row = names if rows == len(names) else [n for n in names for _ in range(n_labels)]
+        kw = {k: v.to(device) if isinstance(v, torch.Tensor) else v for k, v in kw.items()}
+        return team(**kw, adapter_names=per_row)
+
+    theirs = torch_decider(forward, decider, requests, decider.policy.temperature,
+                           torch.Generator(device="cpu").manual_seed(0))
+    sync = (lambda: torch.cuda.synchronize()) if torch.cuda.is_available() else (lambda: None)
+
+    def best(fn):
+        fn()
+        sync()
+        times = []
+        for _ in range(args.repeats):
+            t = time.perf_counter()
+            fn()
+            sync()
+            times.append(time.perf_counter() - t)
+        return min(times)
+
+    t_ours, t_theirs = best(lambda: jax.block_until_ready(ours()[-1].logp)), best(theirs)
+    return {"decisions": len(requests), "adapters": trainer.cfg.n_adapters,
+            "mean_prompt_tokens": float(sum(len(decider.encode(r.prompt)) for r in requests) / len(requests)),
+            "decisions_per_s_omjax": len(requests) / t_ours, "decisions_per_s_peft": len(requests) / t_theirs,
+            "speedup": t_theirs / t_ours}
+
+
 def run_round(args, run_cfg, report: Report, clock: CompileClock, paper_horizon: int) -> None:
     """Build the model and trainer, play `args.rounds` rounds, fill `report` phase by phase."""
     import jax
@@ -336,6 +417,10 @@ def run_round(args, run_cfg, report: Report, clock: CompileClock, paper_horizon:
         data["reference"]["mfu"] = _mfu(data["reference"]["tflop"] * 1e12, run, peak)
         report.save()
 
+    if args.vs_peft:
+        data["vs_peft"] = bench_vs_peft(trainer, states[0].bank, args)  # seed 0's adapters after the round
+        report.save()
+
     last = rounds[-1]
     t = run_cfg.train
     est = memory_estimate(model.config, g, run_cfg.lora.rank, t.minibatch_size, last["update"]["tokens_per_row"],
@@ -385,6 +470,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--tokenizer", default=None, help="HF tokenizer dir or .gguf (default: the SmolLM2 GGUF's)")
     p.add_argument("--save-tokenizer", metavar="DIR", help="write --tokenizer's files to DIR and exit")
     p.add_argument("--no-reference", action="store_true", help="skip timing the reference pass alone")
+    p.add_argument("--vs-peft", type=int, default=0, metavar="N",
+                   help="also time N decisions of real Overcooked prompts, omjax vs transformers + PEFT eager")
+    p.add_argument("--repeats", type=int, default=2, help="timed calls of --vs-peft after a warm-up")
     p.add_argument("--out", default=None, help="JSON file rewritten after every phase (default: none)")
     for name in PAPER_PROMPT:
         p.add_argument(f"--{name.replace('_', '-')}", type=float, default=None,

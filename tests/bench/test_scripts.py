@@ -27,6 +27,7 @@ def test_gpu_check_part_a_tiny_writes_each_step(tmp_path):
     assert env["env"]["steps_per_s"] > 0
     rnd = json.loads((tmp_path / "round_qwen3-4b.json").read_text())
     assert rnd["tiny"] and rnd["rounds"][0]["collect"]["decisions_per_s"] > 0 and "projection" in rnd
+    assert rnd["vs_peft"]["decisions"] == 4 and rnd["vs_peft"]["decisions_per_s_peft"] > 0
     assert "== round_qwen3-4b exit 0" in (tmp_path / "log.txt").read_text()
 
 
