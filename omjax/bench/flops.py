@@ -106,6 +106,10 @@ class Workload:
     update_rows: float | None = None
     """Rows per adapter the update computes (whole active minibatches); None: `decisions`."""
     minibatch: int = 8
+    copies: int = 1
+    """Rows per decision: 1 where branch masks keep the state branches apart in one row; the
+    number of state branches for a family without them (a recurrent one, `LetterPolicy.
+    one_row_per_branch`), whose every branch runs on its own copy of the prompt."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -129,18 +133,19 @@ def round_flops(dims: Dims, w: Workload, plan: Plan) -> dict[str, float]:
     `reference`, `old_logp`, and for all epochs together `epoch_forward`, `remat` and `backward`;
     plus `rollout`, `update` and `total`."""
     suffix = w.prompt - w.prefix
-    logits = w.block + 1
-    rows = w.decisions if w.update_rows is None else w.update_rows
+    block = w.block / w.copies  # branch tokens in each row
+    logits = block + 1
+    rows = (w.decisions if w.update_rows is None else w.update_rows) * w.copies
     padded = w.prompt if w.update_prompt is None else w.update_prompt
     out = {
         "rollout_prefill": forward_flops(dims, Pass(w.adapters, w.prefix, w.prefix, 1)),
-        "rollout_decide": forward_flops(dims, Pass(w.adapters * w.decisions, suffix + w.block, w.prompt + w.block,
-                                                   logits)),
+        "rollout_decide": forward_flops(dims, Pass(w.adapters * w.decisions * w.copies, suffix + block,
+                                                   w.prompt + block, logits)),
         "rollout_decode": 0.0,
     }
-    whole = Pass(w.adapters * rows, padded + w.block, padded + w.block, logits)
+    whole = Pass(w.adapters * rows, padded + block, padded + block, logits)
     if plan.shared_prefix:
-        own = Pass(w.adapters * rows, padded - w.prefix + w.block, padded + w.block, logits)
+        own = Pass(w.adapters * rows, padded - w.prefix + block, padded + block, logits)
         minibatches = w.adapters * -(-rows // w.minibatch)
         head = Pass(minibatches, w.prefix, w.prefix, 0)
         ref = forward_flops(dims, dataclasses.replace(own, adapted=False)) + forward_flops(

@@ -53,12 +53,13 @@ CELL_ROUNDS, CELL_SEEDS = 100, 5
 TINY_OVERRIDES = ["env.horizon=6", "train.rollouts=2", "train.minibatch_size=4", "lora.rank=4", "model.dtype=float32"]
 """`--tiny`: a few env steps, a cohort of two, small minibatches (with the family's test-size backbone)."""
 
-PAPER_PROMPT = dict(prompt=415.0, prefix=121.0, block=40.0, update_prompt=512.0, decisions_per_step=0.4)
+PAPER_PROMPT = dict(prompt=415.0, prefix=121.0, block=40.0, update_prompt=512.0, decisions_per_step=0.4, labels=5.0)
 """`--flops-only` defaults at the paper's scale, measured on Overcooked AA with the SmolLM2 tokenizer
 (`omjax.bench llm`, experiments/results/cpu/bench: mean prompt 415-422 tokens, shared prefix
 121, 5 state labels of 8-token slots, whole prompts on the 448/512 length grid) and 158-162
 decisions per agent in 4 x 100-step episodes (experiments/results/cpu/learning_overcooked_s6):
-0.4 decisions per agent and env step."""
+0.4 decisions per agent and env step. `labels`: the state branches (a family without branch masks
+runs each on its own copy of the prompt)."""
 
 COMPILE_EVENTS = ("/jax/core/compile/backend_compile_duration", "/jax/core/compile/jaxpr_to_mlir_module_duration",
                   "/jax/core/compile/jaxpr_trace_duration")
@@ -120,16 +121,17 @@ def load_tokenizer(path: str | None):
     return AutoTokenizer.from_pretrained(str(src))
 
 
-def dims_for(backbone: str, tiny: bool, rank: int, targets: tuple[str, ...]) -> tuple[Any, F.Dims]:
-    """(family Config, `Dims`) of a published backbone from its abstract parameters (no weights)."""
+def dims_for(backbone: str, tiny: bool, rank: int, targets: tuple[str, ...]) -> tuple[Any, F.Dims, bool]:
+    """(family Config, `Dims`, whether the family has branch masks) of a published backbone from
+    its abstract parameters (no weights)."""
     from omjax.models import configs, family
 
     cfg, abstract = configs.abstract_params(backbone, tiny=tiny)
     fam = family(configs._text(configs.published(backbone))["model_type"])
-    return cfg, F.dims_of(abstract, fam.lora_shapes(cfg), targets, rank, cfg.hidden_size, cfg.vocab_size)
+    return cfg, F.dims_of(abstract, fam.lora_shapes(cfg), targets, rank, cfg.hidden_size, cfg.vocab_size), fam.SEGMENTS
 
 
-def paper_flops(cfg, dims: F.Dims, run_cfg, seeds: int, device_bytes: float, **work) -> dict:
+def paper_flops(cfg, dims: F.Dims, segments: bool, run_cfg, seeds: int, device_bytes: float, **work) -> dict:
     """The analytic FLOPs of one round at the paper's scale (one seed's round unless `seeds` > 1),
     by plan: `before_remat`, the current update with every layer rematerialised (`train.remat=true`:
     reference + 2 epochs x (forward, remat, backward), the ~7 prompt passes of issue #53);
@@ -145,7 +147,7 @@ def paper_flops(cfg, dims: F.Dims, run_cfg, seeds: int, device_bytes: float, **w
     work_ = F.Workload(adapters=seeds * a, decisions=decisions, prompt=w["prompt"], prefix=w["prefix"],
                        block=w["block"], update_prompt=w["update_prompt"],
                        update_rows=t.minibatch_size * math.ceil(decisions / t.minibatch_size),
-                       minibatch=t.minibatch_size)
+                       minibatch=t.minibatch_size, copies=1 if segments else int(w["labels"]))
     est = lambda seq, remat: memory_estimate(cfg, seeds * a, run_cfg.lora.rank, t.minibatch_size, int(seq),
                                              remat=remat, parallel_agents=True)["total"]
     whole = w["update_prompt"] + w["block"]
@@ -161,8 +163,9 @@ def paper_flops(cfg, dims: F.Dims, run_cfg, seeds: int, device_bytes: float, **w
                            F.Plan(epochs=t.epochs, remat=frac, shared_prefix=True)),
     }
     counts = {name: F.round_flops(dims, wk, plan) for name, (wk, plan) in plans.items()}
-    one_pass = F.forward_flops(dims, F.Pass(work_.adapters * work_.update_rows, whole, whole, w["block"] + 1,
-                                            adapted=False))
+    per_row = w["block"] / work_.copies
+    one_pass = F.forward_flops(dims, F.Pass(work_.adapters * work_.update_rows * work_.copies, w["update_prompt"] + per_row,
+                                            w["update_prompt"] + per_row, per_row + 1, adapted=False))
     ratio = lambda a, b: {"update": counts[a]["update"] / counts[b]["update"],
                           "round": counts[a]["total"] / counts[b]["total"]}
     return {"workload": dataclasses.asdict(work_), "device_gib": device_bytes / 2 ** 30,
@@ -342,7 +345,7 @@ def run_round(args, run_cfg, report: Report, clock: CompileClock, paper_horizon:
     tmp = tempfile.TemporaryDirectory(prefix="omjax-bench-round-")
     trainer = Trainer(run_cfg, model=model, run_dir=tmp.name, seeds=seeds if args.seeds > 1 else None)
     data["build_s"] = time.perf_counter() - t0
-    _, dims = dims_for(args.backbone, args.tiny, run_cfg.lora.rank, run_cfg.lora.targets)
+    _, dims, _ = dims_for(args.backbone, args.tiny, run_cfg.lora.rank, run_cfg.lora.targets)
 
     captured: dict = {}
     shipped = trainer.update
@@ -377,7 +380,8 @@ def run_round(args, run_cfg, report: Report, clock: CompileClock, paper_horizon:
         work = F.Workload(adapters=g, decisions=len(ds) / g, prompt=float(np.mean([len(d.prompt_ids) for d in ds])),
                           prefix=prefix, block=block, update_prompt=batch.inputs["tokens"].shape[-1] - block,
                           update_rows=up["active"] * run_cfg.train.minibatch_size,
-                          minibatch=run_cfg.train.minibatch_size)
+                          minibatch=run_cfg.train.minibatch_size,
+                          copies=n_labels if trainer.policy.one_row_per_branch else 1)
         fl = F.round_flops(dims, work, F.Plan(epochs=run_cfg.train.epochs, remat=float(run_cfg.train.remat)))
         collect_run = max(collect_wall - collect_compile, 1e-9)
         update_run = max(up["wall"] - up["compile"], 1e-9)
@@ -491,13 +495,13 @@ def main(argv: list[str] | None = None) -> int:
             "seeds": args.seeds, "horizon": run_cfg.env.horizon, "rollouts": run_cfg.train.rollouts,
             "remat": run_cfg.train.remat}
     report = Report(Path(args.out) if args.out else None, data)
-    model_cfg, dims = dims_for(args.backbone, args.tiny, run_cfg.lora.rank, run_cfg.lora.targets)
+    model_cfg, dims, segments = dims_for(args.backbone, args.tiny, run_cfg.lora.rank, run_cfg.lora.targets)
     # The paper's scale whatever --tiny shrank: the config without the bench's overrides.
     paper_cfg = bench_config(argparse.Namespace(config=args.config, tiny=False, overrides=args.overrides, horizon=None))
-    paper_model, paper_dims = (model_cfg, dims) if not args.tiny else dims_for(args.backbone, False, paper_cfg.lora.rank,
-                                                                               paper_cfg.lora.targets)
+    paper = (model_cfg, dims, segments) if not args.tiny else dims_for(args.backbone, False, paper_cfg.lora.rank,
+                                                                       paper_cfg.lora.targets)
     work = {k: getattr(args, k) for k in PAPER_PROMPT}
-    data["paper_flops"] = paper_flops(paper_model, paper_dims, paper_cfg, 1, args.device_gib * 2 ** 30, **work)
+    data["paper_flops"] = paper_flops(*paper, paper_cfg, 1, args.device_gib * 2 ** 30, **work)
     report.save()
     if not args.flops_only:
         run_round(args, run_cfg, report, CompileClock(), paper_cfg.env.horizon)

@@ -67,3 +67,11 @@ def test_peaks_by_device_kind():
     assert F.peak_tflops("NVIDIA H100 80GB HBM3") == 989.0
     assert F.peak_tflops("NVIDIA H200") == 989.0
     assert F.peak_tflops("cpu") is None
+
+
+def test_a_family_without_branch_masks_runs_the_prompt_once_per_branch():
+    # 2 branches of 1 token each on their own copy: 4 rows of (3 suffix + 1 branch) tokens on 6 keys, 2 logits
+    w = F.Workload(adapters=1, decisions=2, prompt=5, prefix=2, block=2, minibatch=2, copies=2)
+    out = F.round_flops(DIMS, w, F.Plan(epochs=1, remat=0.0))
+    assert out["rollout_decide"] == F.forward_flops(DIMS, F.Pass(4, 4, 6, 2))
+    assert out["reference"] == F.forward_flops(DIMS, F.Pass(4, 6, 6, 2, adapted=False))
