@@ -75,7 +75,8 @@ if [ "$rc" != 0 ] && [ "$rc" != 130 ] && [ "$rc" != 124 ]; then
   exit 1
 fi
 rounds=$(wc -l < "$out/train/metrics.jsonl" 2>/dev/null || echo 0)
-echo "trained $rounds rounds within the ${BUDGET_S}s budget (train exit $rc; 130: stopped by the budget)" | tee -a "$out/settings.txt"
+echo "trained $rounds rounds within the ${BUDGET_S}s budget (train exit $rc; 130: stopped by the budget)" \
+  | tee -a "$out/settings.txt"
 
 "$python" -m omjax eval --label frozen --seeds "$EVAL_SEEDS" --out "$out/eval_frozen" --quiet \
   --config "$config" "${common[@]}" || exit 1

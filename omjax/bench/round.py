@@ -164,8 +164,9 @@ def paper_flops(cfg, dims: F.Dims, segments: bool, run_cfg, seeds: int, device_b
     }
     counts = {name: F.round_flops(dims, wk, plan) for name, (wk, plan) in plans.items()}
     per_row = w["block"] / work_.copies
-    one_pass = F.forward_flops(dims, F.Pass(work_.adapters * work_.update_rows * work_.copies, w["update_prompt"] + per_row,
-                                            w["update_prompt"] + per_row, per_row + 1, adapted=False))
+    seq = w["update_prompt"] + per_row
+    one_pass = F.forward_flops(dims, F.Pass(work_.adapters * work_.update_rows * work_.copies, seq, seq, per_row + 1,
+                                            adapted=False))
     ratio = lambda a, b: {"update": counts[a]["update"] / counts[b]["update"],
                           "round": counts[a]["total"] / counts[b]["total"]}
     return {"workload": dataclasses.asdict(work_), "device_gib": device_bytes / 2 ** 30,
@@ -244,8 +245,10 @@ def _stand_in_update(trainer, states, batches):
     trainer.update(trainer.params, bank, opt, dbatch, keys, active)
 
 
-TORCH_CLASSES = {"qwen3": ("Qwen3Config", "Qwen3ForCausalLM"), "qwen3_5_text": ("Qwen3_5TextConfig", "Qwen3_5ForCausalLM"),
-                 "gemma4_text": ("Gemma4TextConfig", "Gemma4ForCausalLM"), "llama": ("LlamaConfig", "LlamaForCausalLM")}
+TORCH_CLASSES = {"qwen3": ("Qwen3Config", "Qwen3ForCausalLM"),
+                 "qwen3_5_text": ("Qwen3_5TextConfig", "Qwen3_5ForCausalLM"),
+                 "gemma4_text": ("Gemma4TextConfig", "Gemma4ForCausalLM")}
+"""transformers classes of each published backbone's text model (as `configs._hf_shapes` builds them)."""
 
 
 def peft_team(backbone: str, tiny: bool, n_adapters: int, rank: int, alpha: float, targets: tuple[str, ...]):
@@ -300,8 +303,9 @@ def bench_vs_peft(trainer, bank, args) -> dict:
         kw = {k: v.to(device) if isinstance(v, torch.Tensor) else v for k, v in kw.items()}
         return team(**kw, adapter_names=per_row)
 
+    # The draws run where the logits are: a generator on the model's device.
     theirs = torch_decider(forward, decider, requests, decider.policy.temperature,
-                           torch.Generator(device="cpu").manual_seed(0))
+                           torch.Generator(device=device).manual_seed(0))
     sync = (lambda: torch.cuda.synchronize()) if torch.cuda.is_available() else (lambda: None)
 
     def best(fn):
@@ -460,7 +464,7 @@ def bench_config(args) -> Any:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m omjax.bench round", description=__doc__.split("\n\n")[0])
     p.add_argument("--config", default=str(DEFAULT_CONFIG), help="a paper config (default %(default)s)")
-    p.add_argument("--backbone", default=None, help="published backbone (default: the one the config's model.name names)")
+    p.add_argument("--backbone", default=None, help="published backbone (default: the config's model.name)")
     p.add_argument("--seeds", type=int, default=1, help="training seeds in the round (the trainer's group)")
     p.add_argument("--horizon", type=int, default=None,
                    help="env steps per episode (default the config's); the cell projection scales to the config's")
