@@ -158,3 +158,26 @@ def test_segment_fits_the_horizon_and_needs_a_shared_start():
         load_config(None, ["env.horizon=10", "train.segment=20"])
     with pytest.raises(ConfigError, match=r"train.segment: needs the K rollouts of a cohort to start in one state"):
         load_config(None, ["env.game=cleanup", "env.n_agents=7", "env.horizon=150", "train.segment=10"])
+
+
+def test_the_config_reference_is_generated_and_current(capsys):
+    """docs/configs.md is `omjax config --doc`'s output: regenerate it when a field changes."""
+    from omjax.config import config_doc, main
+
+    doc = Path(__file__).resolve().parents[1] / "docs" / "configs.md"
+    assert doc.read_text() == config_doc(), "docs/configs.md is stale: run `omjax config --doc > docs/configs.md`"
+    text = config_doc()
+    for f in dataclasses.fields(Config):
+        assert f"`{f.name}" in text
+    assert "`train.credit.burnin`" in text and "`kind: target`" in text
+    assert main(["config", "--doc"]) == 0 and capsys.readouterr().out == text
+
+
+def test_omjax_config_prints_the_resolved_config_or_one_line(tmp_path, capsys):
+    from omjax.config import main
+
+    assert main(["config", str(CONFIGS[0]), "train.rounds=3"]) == 0
+    assert yaml.safe_load(capsys.readouterr().out)["train"]["rounds"] == 3
+    assert main(["config", str(CONFIGS[0]), "train.credit=gae"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "train.credit.kind: must be one of cohort, continuation" in err
