@@ -1,6 +1,6 @@
 """Analytic FLOPs of one PA-MAGRPO round: what the rollouts and the update compute, by phase.
 
-    python -m omjax.bench flops [--backbone qwen3-4b-instruct-2507] [--seeds 1] ...   # = bench round --flops-only
+    python -m omjax.bench round --flops-only [--backbone qwen3-4b-instruct-2507] [--seeds 1] ...
 
 Counted from shapes, as the programs of `omjax.train` compute them (read off `rollout.py`,
 `policy.py` and `update.py`), not measured:
@@ -31,7 +31,6 @@ test can check it by hand.
 from __future__ import annotations
 
 import dataclasses
-import sys
 from typing import Any
 
 PEAK_TFLOPS = {"H100": 989.0, "H200": 989.0, "GH200": 989.0}
@@ -195,12 +194,6 @@ def dims_of(params: Any, lora_shapes: list[dict[str, tuple[int, int]]], targets:
 def peak_tflops(device_kind: str) -> float | None:
     """The dense bf16 peak of a device kind (`PEAK_TFLOPS`), or None."""
     return next((v for k, v in PEAK_TFLOPS.items() if k.lower() in device_kind.lower()), None)
-
-
-def main(argv: list[str] | None = None) -> int:
-    from omjax.bench import round as bench_round
-
-    return bench_round.main(["--flops-only", *(sys.argv[1:] if argv is None else argv)])
 
 
 def pflop(x: dict[str, float]) -> dict[str, float]:
