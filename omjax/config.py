@@ -194,6 +194,15 @@ class PolicyConfig:
     both). 1 is the policy itself; a zero adapter gives the base whatever it is. Training refuses
     any other value (its PPO ratios score the policy it sampled from)."""
 
+    decide_shapes: Literal["auto", "fixed", "adaptive"] = "auto"
+    """The shapes letter-mode decisions run at. `fixed`: one call per env step, its rows padded to
+    every decision the step could hold (seeds x K x agents, to a power of two), its prompt length
+    and menu width to high-water marks that only grow (a 128-token grid), so a run compiles decide
+    a few times at most: the accelerator's shapes. `adaptive`: rows to the power of two of the
+    decisions pending and prompts in up to four length groups, so that no row computes much
+    padding, at the cost of more programs: the CPU's. `auto`: fixed on an accelerator, adaptive
+    on the CPU."""
+
     max_new_tokens: int = 24
     """Reply length cap in `sample` mode (the two-line reply needs about 12 tokens)."""
 

@@ -198,6 +198,10 @@ def letter_shape(menus: list[list[MenuItem]], branches: list[Branches]) -> tuple
             inference.pow2_at_least(max(len(m) for m in menus), 8))
 
 
+FIXED_TOKEN_GRID = 128
+"""`policy.decide_shapes=fixed`: prompt lengths (after the shared prefix) round up to this grid."""
+
+
 class Decider:
     """Turns pending requests into menu positions with one batched backbone call."""
 
@@ -211,6 +215,11 @@ class Decider:
         self._alphabet: list[str] = []
         self._branches: dict[tuple, Branches] = {}
         self._prefix_ids: dict[str, list[int]] = {}
+        mode = cfg.decide_shapes
+        self.fixed_shapes = self.letter_mode and (mode == "fixed" or (mode == "auto" and jax.default_backend() != "cpu"))
+        """`policy.decide_shapes` resolved: letter-mode calls at the run's high-water shapes."""
+        self.high_water = (0, 0, 0, 0)
+        """`fixed_shapes`: (rows, prompt tokens, branch width, menu width) the calls so far were padded to."""
 
     def encode(self, text: str) -> list[int]:
         return inference.encode(self.tokenizer, text)
@@ -276,8 +285,18 @@ class Decider:
             self._letter_ids.update(zip(missing, inference.letter_token_ids(self.tokenizer, missing)))
         return [self._letter_ids[l] for l in letters]
 
+    def _fixed_shape(self, seqs: list[list[int]], requests: list[Request], capacity: int) -> tuple[int, int, tuple]:
+        """(rows, prompt length, letter shape) of a `fixed_shapes` call: the high-water marks,
+        raised to what these requests need (rows to every decision the step could hold)."""
+        n_labels, width, menu = letter_shape([r.menu for r in requests], [r.branches for r in requests])
+        rows = inference.pow2_at_least(max(capacity, len(requests)))
+        length = -(-max(map(len, seqs)) // FIXED_TOKEN_GRID) * FIXED_TOKEN_GRID
+        self.high_water = tuple(max(a, b) for a, b in zip(self.high_water, (rows, length, width, menu)))
+        rows, length, width, menu = self.high_water
+        return rows, length, (n_labels, width, menu)
+
     def decide(self, base: Any, bank: Any, requests: list[Request], keys: jax.Array,
-               prefix: Prefix | None = None, keep_trunk: bool = False) -> list[Outcome]:
+               prefix: Prefix | None = None, keep_trunk: bool = False, capacity: int = 0) -> list[Outcome]:
         """One outcome per request; `keys` [len(requests)] are the requests' own sampling keys.
         With `prefix` (from `prefill` under this `bank`) each prompt runs after the cached
         prefix; without, whole; the decisions are the same. `keep_trunk` (letter mode, a policy
@@ -286,7 +305,9 @@ class Decider:
         and lengths to the `inference.bucket` grid: every new shape compiles the whole backbone
         (tens of seconds on a CPU), so a round's calls share few shapes, while a row wastes at
         most a quarter of its compute on padding. In letter mode, prompts of very different
-        lengths go to the backbone in up to four calls (`inference.length_groups`)."""
+        lengths go to the backbone in up to four calls (`inference.length_groups`). Under
+        `fixed_shapes` (`policy.decide_shapes`) there is one call, at the high-water shapes
+        (`capacity`: the most requests a call of this run can hold)."""
         prompts = [self.encode(r.prompt) for r in requests]
         seqs = prompts if prefix is None else inference.strip_prefix(prompts, prefix.ids)
         caches = None if prefix is None else prefix.caches
@@ -300,17 +321,25 @@ class Decider:
                 raise ValueError("keep_trunk needs the prefix's trunk: Decider.prefill(..., keep_trunk=True)")
         # Sample mode stays one call: its generation loop streams every weight once per token.
         extra = max(len(r.branches.tokens) * r.branches.width for r in requests) if self.letter_mode else 0
-        groups = inference.length_groups([len(s) for s in seqs], extra) if self.letter_mode else [np.arange(len(seqs))]
+        shape = None
+        if self.fixed_shapes:
+            groups = [np.arange(len(seqs))]
+            fixed_rows, length, shape = self._fixed_shape(seqs, requests, capacity)
+        elif self.letter_mode:
+            groups = inference.length_groups([len(s) for s in seqs], extra)
+        else:
+            groups = [np.arange(len(seqs))]
         out: list[Outcome | None] = [None] * len(requests)
         for group in groups:
-            rows = inference.pow2_at_least(len(group))
-            tokens, mask = inference.left_pad([seqs[j] for j in group], pad_id=self.pad_id, rows=rows)
+            rows = fixed_rows if shape else inference.pow2_at_least(len(group))
+            tokens, mask = inference.left_pad([seqs[j] for j in group], length if shape else None, pad_id=self.pad_id,
+                                              rows=rows)
             index = np.zeros(rows, np.int32)
             index[: len(group)] = [requests[j].adapter for j in group]
             sub_keys = _pad_keys(keys[jnp.asarray(group)], rows)
             if self.letter_mode:
                 done = self._letters(base, bank, index, [requests[j] for j in group], [prompts[j] for j in group],
-                                     tokens, mask, sub_keys, caches, head)
+                                     tokens, mask, sub_keys, caches, head, shape)
             else:
                 done = self._sample(base, bank, index, [requests[j] for j in group], [prompts[j] for j in group],
                                     tokens, mask, sub_keys, caches)
@@ -336,10 +365,11 @@ class Decider:
         return {"tokens": np.concatenate([tokens, block], axis=1), "mask": np.concatenate([mask, segments], axis=1),
                 "label_mask": label_mask, "end": end, "letters": letters, "menu_mask": menu_mask}
 
-    def _letters(self, base, bank, index, requests, prompts, tokens, mask, keys, caches, head):
-        """`head`: None, or the prefix's trunk [S, D] (then each outcome keeps its trunk)."""
+    def _letters(self, base, bank, index, requests, prompts, tokens, mask, keys, caches, head, shape=None):
+        """`head`: None, or the prefix's trunk [S, D] (then each outcome keeps its trunk);
+        `shape`: the letter shape to pad to (default: what these requests need)."""
         branches = [r.branches for r in requests]
-        inputs = self.letter_inputs([r.menu for r in requests], branches, tokens, mask)
+        inputs = self.letter_inputs([r.menu for r in requests], branches, tokens, mask, shape)
         width = inputs["label_mask"].shape[2]
         inputs = {name: x[:, None] for name, x in inputs.items()}  # one decision per row
         state, action, logp, hidden = self.policy.decide(  # [rows, 1], hidden [rows, 1, T + L*W, D]
@@ -547,7 +577,7 @@ def collect_group(game: Game, decider: Decider, base: Any, bank: Any, n_rollouts
             keys_t = _decision_keys(keys, jnp.asarray(asked[:, 0] // n_rollouts, jnp.int32),
                                     jnp.asarray(asked[:, 0] % n_rollouts, jnp.int32),
                                     jnp.asarray(asked[:, 1], jnp.int32), jnp.int32(t))
-            results = decider.decide(base, bank, requests, keys_t, prefix, keep_trunk)
+            results = decider.decide(base, bank, requests, keys_t, prefix, keep_trunk, capacity=total * n)
             for req, out in zip(requests, results):
                 item = req.menu[out.action]
                 choices[req.rollout, req.agent] = item.index
