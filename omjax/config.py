@@ -318,13 +318,13 @@ class TrainConfig:
     Not in the paper: rewards paid before a decision are noise to it. Under uniform menu picks on
     Asymmetric Advantages (10-150-step episodes, K = 16) it multiplies the cohort's SNR^2 per
     decision along "pick the idle options less" by 1.9-2.9 for a shared adapter and 1.2-5.5 for
-    a private one (`experiments/credit_snr.py --credit`). "uniform_q": each decision's own
+    a private one (`experiments/lab/credit_snr.py --credit`). "uniform_q": each decision's own
     advantage under the uniform menu policy, Q_u(s, a) - V_u(s), estimated by `q_rollouts`
     simulated continuations of `q_horizon` steps per menu option in which every later pick is
     uniform (`omjax.train.continuation`), divided by the round's standard deviation of them.
     Not in the paper; Overcooked option menus only. A scripted policy greedy in it delivers 3.22
     soups per 150-step Asymmetric Advantages episode against 0.09 for uniform picks, and one
-    softmax in it at temperature 2 delivers 0.59 (`experiments/menu_policies.py --policies uniform
+    softmax in it at temperature 2 delivers 0.59 (`experiments/lab/menu_policies.py --policies uniform
     q_greedy q_soft`, seeds 0-31)."""
 
     q_horizon: int = 20
@@ -342,7 +342,7 @@ class TrainConfig:
     mean "value" label of its option's name over every entry of the round's decisions, in units of
     their sd, less its menu's mean. A state-independent credit: with the exact letter-mode KL the
     regularised optimum is pi_ref(a) exp(w[name(a)] / kl_coef), the `name_soft` policy of
-    `experiments/menu_policies.py` at beta = 1 / kl_coef on top of the base. Not in the paper."""
+    `experiments/lab/menu_policies.py` at beta = 1 / kl_coef on top of the base. Not in the paper."""
 
     name_critic: str = "round"
     """`q_label=name`: which decisions the critic over names averages. "round": the round's own,
@@ -404,7 +404,7 @@ class TrainConfig:
     state only ever train the opening of an episode, while segments train on states from all of
     it at the same cost per round (Overcooked only: Melting Pot episodes of a cohort start apart).
     The round's return then depends on its root as much as on the policy, so the best-round
-    checkpoint marks the richest root as often as the best policy; `experiments/segment_baseline.py`
+    checkpoint marks the richest root as often as the best policy; `experiments/lab/segment_baseline.py`
     compares each round with uniform picks from its own root."""
 
     letter_augment: int = 0

@@ -147,7 +147,7 @@ def test_zero_spread_cohort_leaves_adapters_unchanged(tiny_model, tmp_path):
 
 
 def test_bandit_reward_noise_is_seeded_zero_mean_and_of_the_set_sd():
-    """`experiments/menu_bandit.py --noise`: N(0, sd^2) on each episode's team reward, drawn
+    """`experiments/lab/menu_bandit.py --noise`: N(0, sd^2) on each episode's team reward, drawn
     from the episodes' seeds (the same seeds give the same noise)."""
     game = MenuBandit(N_AGENTS, 1, reward_noise=2.5)
     both_paid = np.tile(game.paying, (4000, 1))  # [K, A]: every agent on its paying option
@@ -320,9 +320,9 @@ SMOLLM2_SETTING = (
     "lora.top_layers=8", "train.rollouts=32", "train.lr=2e-3", "train.minibatch_size=8", "train.kl_coef=0.0",
     "policy.temperature=1.0", "run.progress=false",
 )
-"""The SmolLM2 bandit runs' settings (also `experiments/menu_bandit.py`'s)."""
+"""The SmolLM2 bandit runs' settings (also `experiments/lab/menu_bandit.py`'s)."""
 SMOLLM2_ROUNDS = 16
-"""Fixed from experiments/menu_bandit.py rl (this setting, 12 rounds: held-out 0.75 / 0.99, agent 0
+"""Fixed from experiments/lab/menu_bandit.py rl (this setting, 12 rounds: held-out 0.75 / 0.99, agent 0
 still rising by ~0.07 a round) before either test ran."""
 
 
@@ -366,7 +366,7 @@ def test_smollm2_per_agent_adapters_specialise(smollm2, tmp_path):
     (session 9) saw agent 0 peak at a 0.97 training pay rate in round 12, then drift back to one
     letter (0.25 on every option over the held-out orderings): the shared team return credits
     each agent's choice noisily, and the noise builds a letter habit. The relettered copies give
-    every letter the same share of that noise (experiments/menu_bandit.py, session 11)."""
+    every letter the same share of that noise (experiments/lab/menu_bandit.py, session 11)."""
     before, after = train_smollm2_bandit(smollm2, tmp_path, ("pay", "pick"), "train.letter_augment=3")
     assert np.all(before[[0, 1], [PAY, PICK]] < 0.35), before
     assert np.all(after[[0, 1], [PAY, PICK]] >= 0.8), (before, after)
