@@ -13,7 +13,7 @@ of a decision (common random numbers), so the options' estimates differ by what 
 more than by the streams. A policy that puts more weight than uniform on options with A > 0 in
 every state does at least as well as uniform picks over the window (policy improvement); a
 frozen base that reads letters, not labels, picks roughly uniformly under the per-decision letter
-shuffle (`experiments/menu_policies.py`).
+shuffle (`experiments/lab/menu_policies.py`).
 
 No LLM runs in a continuation: a decision's values cost `menu size x rollouts x horizon` env
 steps of the jitted, vmapped executor (`estimate`).
@@ -180,7 +180,7 @@ def weights_from_stats(stats: np.ndarray, order: Sequence[str]) -> tuple[dict[st
 
 def name_weights(names: list[list[str]], labels: list[np.ndarray]) -> tuple[dict[str, float], float, float]:
     """A tabular critic over option names: the mean label of each name over a set of decisions,
-    in units of the sd of all their labels (the continuation credit; `experiments/menu_policies.py`
+    in units of the sd of all their labels (the continuation credit; `experiments/lab/menu_policies.py`
     `name_soft`).
 
     Args:
@@ -237,7 +237,7 @@ def key_order(option_names: tuple[str, ...], by: str = "name") -> tuple[str, ...
 def uniform_menus(game, q_values: UniformQ, seeds: Sequence[int],
                   by: str = "name") -> list[tuple[list[str], np.ndarray]]:
     """A uniform-over-menu burn-in for the critic over names (`train.credit.burnin`;
-    `experiments/menu_policies.py` fits `name_soft` on it): one full episode of `game` per seed,
+    `experiments/lab/menu_policies.py` fits `name_soft` on it): one full episode of `game` per seed,
     all stepped together, every agent picking uniformly over its guard-filtered menu (letters
     shuffled from `default_rng([seed, agent])`, picks from `default_rng([seed, 2**20])`). Returns,
     per decision whose menu offers two options or more, its entries' keys (`entry_keys(..., by)`)
@@ -276,7 +276,7 @@ def uniform_menus(game, q_values: UniformQ, seeds: Sequence[int],
 def tilted_weight(p: np.ndarray, w: np.ndarray, beta: float) -> float:
     """sum_j q_j w_j for q proportional to p_j exp(beta w_j) over one menu (p, w [M]): the
     expected weight under the regularised optimum of a policy `p` tilted by the critic's weights
-    at beta = 1 / kl_coef (`name_soft` of `experiments/menu_policies.py` where p is uniform)."""
+    at beta = 1 / kl_coef (`name_soft` of `experiments/lab/menu_policies.py` where p is uniform)."""
     w = np.asarray(w, np.float64)
     q = np.asarray(p, np.float64) * np.exp(beta * (w - w.max()))
     return float(q / q.sum() @ w)

@@ -110,7 +110,7 @@ def make_policy(cfg: Config, model: Any, lora_cfg: LoRAConfig) -> LetterPolicy |
 
 def write_decisions(run_dir: Path, batch: RolloutBatch, r: int) -> None:
     """Every decision of round r to `run_dir/decisions/round_XXXX.jsonl` (`run.save_decisions`;
-    read by the audits and `experiments/idle_picks.py`)."""
+    read by the audits and `experiments/lab/idle_picks.py`)."""
     (run_dir / "decisions").mkdir(parents=True, exist_ok=True)
     write_jsonl_atomic(run_dir / "decisions" / f"round_{r:04d}.jsonl", [decision_record(d, r) for d in batch.decisions])
 

@@ -1,8 +1,8 @@
 """Can the frozen SmolLM2 read an option's value from its prompt? A linear probe (issue 15).
 
-    python experiments/value_probe.py                       # AA, 150 steps, 12 + 4 episodes, Q_u from 32 continuations
-    python experiments/value_probe.py --train-episodes 24 --val-episodes 8 --q-rollouts 32
-    python experiments/value_probe.py lora.top_layers=4        # features entering the top 4 layers instead
+    python -m experiments.lab.value_probe                       # AA, 150 steps, 12 + 4 episodes, Q_u from 32 continuations
+    python -m experiments.lab.value_probe --train-episodes 24 --val-episodes 8 --q-rollouts 32
+    python -m experiments.lab.value_probe lora.top_layers=4        # features entering the top 4 layers instead
 
 Twelve CPU-scale runs of PA-MAGRPO left the held-out score where the frozen base had it
 (`experiments/results/cpu/learning_pilots.md`). This asks whether the inputs the adapters start
@@ -52,20 +52,18 @@ from pathlib import Path
 import jax
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+from experiments.paper.learning import SETTINGS
 
-from learning import SETTINGS  # noqa: E402
+from omjax.config import load_config
+from omjax.jax_cache import enable_compilation_cache
+from omjax.options.menu import render_menu
+from omjax.options.overcooked import pot_state_code
+from omjax.prompts.overcooked import STATES, state_label
+from omjax.train import continuation
+from omjax.train.rollout import collect_group
+from omjax.train.trainer import Trainer
 
-from omjax.config import load_config  # noqa: E402
-from omjax.jax_cache import enable_compilation_cache  # noqa: E402
-from omjax.options.menu import render_menu  # noqa: E402
-from omjax.options.overcooked import pot_state_code  # noqa: E402
-from omjax.prompts.overcooked import STATES, state_label  # noqa: E402
-from omjax.train import continuation  # noqa: E402
-from omjax.train.rollout import collect_group  # noqa: E402
-from omjax.train.trainer import Trainer  # noqa: E402
-
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 EPISODE_SEED0 = 2000
 """First episode seed of the probe's episodes (training-style; held-out seeds start at 10000)."""
 BETAS = (1.0, 2.0, 4.0)
@@ -290,7 +288,7 @@ def main(argv: list[str] | None = None) -> int:
     extra = "".join(f" {o}" for o in args.overrides)
     lines = [f"# Linear probe of Q_u advantages from frozen {cfg.model.name} features ({cfg.env.layout}, "
              f"{cfg.env.horizon} steps, layer {trainer.policy.frozen_layers})",
-             "", f"`python experiments/value_probe.py --train-episodes {args.train_episodes} --val-episodes "
+             "", f"`python -m experiments.lab.value_probe --train-episodes {args.train_episodes} --val-episodes "
              f"{args.val_episodes} --q-rollouts {args.q_rollouts}{extra}` ({len(train)} training / {len(val)} validation "
              f"decisions with 2+ entries, episode seeds {EPISODE_SEED0}-{EPISODE_SEED0 + n_eps - 1}; "
              f"collection {t_collect / 60:.1f} min; advantage sd {sd:.3f})", "",

@@ -1,16 +1,16 @@
 """How much there is to learn in a game setting: scripted menu policies, no LLM.
 
-    python experiments/menu_policies.py                                   # AA and cramped_room, 100 steps
-    python experiments/menu_policies.py --layouts cramped_room --horizon 200 --episodes 64
-    python experiments/menu_policies.py --layouts asymmetric_advantages --horizon 150 --episodes 256 \
+    python -m experiments.lab.menu_policies                                   # AA and cramped_room, 100 steps
+    python -m experiments.lab.menu_policies --layouts cramped_room --horizon 200 --episodes 64
+    python -m experiments.lab.menu_policies --layouts asymmetric_advantages --horizon 150 --episodes 256 \
         --policies uniform no_idle half_idle --power 16 32 64     # what a held-out test can detect
-    python experiments/menu_policies.py --layouts asymmetric_advantages --horizon 150 --episodes 32 \
+    python -m experiments.lab.menu_policies --layouts asymmetric_advantages --horizon 150 --episodes 32 \
         --policies uniform q_greedy q_soft                       # what train.advantage=uniform_q rates
-    python experiments/menu_policies.py --layouts asymmetric_advantages --horizon 150 --episodes 128 \
+    python -m experiments.lab.menu_policies --layouts asymmetric_advantages --horizon 150 --episodes 128 \
         --policies uniform no_idle name_soft --name-beta 0.5 1 2 4 --power 16 32   # names alone
-    python experiments/menu_policies.py --layouts asymmetric_advantages --horizon 150 --episodes 128 \
+    python -m experiments.lab.menu_policies --layouts asymmetric_advantages --horizon 150 --episodes 128 \
         --policies uniform name_soft --labels value rank greedy --q-rollouts 32 --power 16  # per label
-    python experiments/menu_policies.py --layouts asymmetric_advantages --horizon 150 --episodes 128 \
+    python -m experiments.lab.menu_policies --layouts asymmetric_advantages --horizon 150 --episodes 128 \
         --policies uniform name_soft --critic-keys name state --q-rollouts 32 --power 16  # keyed by state
 
 Each policy picks from the same menus the LLM sees (the shipped option library, guards and
@@ -47,17 +47,15 @@ from pathlib import Path
 import jax
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+from experiments.paper import common
 
-import common  # noqa: E402
-
-from omjax.config import CRITIC_KEYS, load_config  # noqa: E402
-from omjax.eval.stats import bootstrap_ci, mann_whitney  # noqa: E402
-from omjax.games.registry import make_game  # noqa: E402
-from omjax.options.libraries import resolve_library  # noqa: E402
-from omjax.train.continuation import (ENTRY_LABELS, UniformQ, entry_keys, entry_labels, name_weights,  # noqa: E402
+from omjax.config import CRITIC_KEYS, load_config
+from omjax.eval.stats import bootstrap_ci, mann_whitney
+from omjax.games.registry import make_game
+from omjax.options.libraries import resolve_library
+from omjax.train.continuation import (ENTRY_LABELS, UniformQ, entry_keys, entry_labels, name_weights,
                                       uniform_menus)
-from omjax.train.rollout import segment_plan, walk_entry  # noqa: E402
+from omjax.train.rollout import segment_plan, walk_entry
 
 IDLE = ("wait", "drop_held")
 

@@ -1,27 +1,27 @@
 """Does PA-MAGRPO learn? The frozen base against the trained team on held-out seeds (issue 15).
 
-    python experiments/learning.py --cpu                               # Overcooked AA, per-agent adapters
-    python experiments/learning.py --cpu --variants per_agent shared_lora
-    python experiments/learning.py --cpu --game overcooked_90min       # the same, cut to fit 90 minutes
-    python experiments/learning.py --cpu --game overcooked_h20         # 20-step training, 150-step held out
-    python experiments/learning.py --cpu --game overcooked_h10         # 10-step, K = 16, 20 rounds, letter baseline
-    python experiments/learning.py --cpu --game overcooked_h10_rtg     # the same, reward-to-go credit
-    python experiments/learning.py --cpu --game overcooked_seg10_rtg   # the same on 10-step segments of 150
-    python experiments/learning.py --cpu --game overcooked_q_reply     # per-option credit, adapters on the reply
-    python experiments/learning.py --cpu --game overcooked_q_reply_aug # the same, one relettered copy per decision
-    python experiments/learning.py --cpu --game overcooked_q_pooled    # name critic pooled over rounds, 8 epochs
-    python experiments/learning.py --cpu --game overcooked_q_pooled40  # the same, 40 rounds
-    python experiments/learning.py --cpu --game overcooked_q_state     # critic over name + read-set features
-    python experiments/learning.py --cpu --game overcooked_q_last      # ... and menu lines `label -> A`
-    python experiments/learning.py --cpu --game overcooked_q_last_b4   # ... and kl_coef 0.25, 20 seeds
-    python experiments/learning.py --cpu --game overcooked_q_last_burn # the seventeenth, critic burn-in, 20 seeds
-    python experiments/learning.py --cpu --game overcooked_q_last_burn_t05 --eval-seed0 10040  # held out at T = 0.5
-    python experiments/learning.py --cpu --game overcooked_q_last_burn_t05_16 --eval-seed0 10060  # 16 a side, <= 90 min
-    python experiments/learning.py --cpu --game overcooked_q_last_burn_t025_14 --eval-seed0 10076  # T = 0.25, 14 a side
-    python experiments/learning.py --cpu --game overcooked_q_last_burn_realign3_12 --eval-seed0 10090  # realigned (L = 3)
-    python experiments/learning.py --cpu --game cleanup                # Melting Pot, 7 agents
-    python experiments/learning.py --cpu --render-only                 # report from finished runs
-    python experiments/learning.py --cpu --root R2 --eval-seed0 10016  # replay on fresh held-out seeds
+    python -m experiments.paper.learning --cpu                               # Overcooked AA, per-agent adapters
+    python -m experiments.paper.learning --cpu --variants per_agent shared_lora
+    python -m experiments.paper.learning --cpu --game overcooked_90min       # the same, cut to fit 90 minutes
+    python -m experiments.paper.learning --cpu --game overcooked_h20         # 20-step training, 150-step held out
+    python -m experiments.paper.learning --cpu --game overcooked_h10         # 10-step, K = 16, 20 rounds, letter baseline
+    python -m experiments.paper.learning --cpu --game overcooked_h10_rtg     # the same, reward-to-go credit
+    python -m experiments.paper.learning --cpu --game overcooked_seg10_rtg   # the same on 10-step segments of 150
+    python -m experiments.paper.learning --cpu --game overcooked_q_reply     # per-option credit, adapters on the reply
+    python -m experiments.paper.learning --cpu --game overcooked_q_reply_aug # the same, one relettered copy per decision
+    python -m experiments.paper.learning --cpu --game overcooked_q_pooled    # name critic pooled over rounds, 8 epochs
+    python -m experiments.paper.learning --cpu --game overcooked_q_pooled40  # the same, 40 rounds
+    python -m experiments.paper.learning --cpu --game overcooked_q_state     # critic over name + read-set features
+    python -m experiments.paper.learning --cpu --game overcooked_q_last      # ... and menu lines `label -> A`
+    python -m experiments.paper.learning --cpu --game overcooked_q_last_b4   # ... and kl_coef 0.25, 20 seeds
+    python -m experiments.paper.learning --cpu --game overcooked_q_last_burn # the seventeenth, critic burn-in, 20 seeds
+    python -m experiments.paper.learning --cpu --game overcooked_q_last_burn_t05 --eval-seed0 10040  # held out at T = 0.5
+    python -m experiments.paper.learning --cpu --game overcooked_q_last_burn_t05_16 --eval-seed0 10060  # 16 a side, <= 90 min
+    python -m experiments.paper.learning --cpu --game overcooked_q_last_burn_t025_14 --eval-seed0 10076  # T = 0.25, 14 a side
+    python -m experiments.paper.learning --cpu --game overcooked_q_last_burn_realign3_12 --eval-seed0 10090  # realigned (L = 3)
+    python -m experiments.paper.learning --cpu --game cleanup                # Melting Pot, 7 agents
+    python -m experiments.paper.learning --cpu --render-only                 # report from finished runs
+    python -m experiments.paper.learning --cpu --root R2 --eval-seed0 10016  # replay on fresh held-out seeds
 
 One run trains the game's CPU setting (`SETTINGS`, fixed before any held-out episode was
 played) with per-agent adapters (`per_agent`) or one adapter shared by every agent
@@ -32,7 +32,7 @@ training reward: soups delivered (Overcooked), apples eaten and, for Commons Har
 alive at the end. Writes, under `<root>/<game>/`:
 
     <variant>/metrics.jsonl, learning_curve.png   training rounds (shaped return, real units, KL)
-    <variant>/decisions/round_XXXX.jsonl          every training decision (`experiments/idle_picks.py`)
+    <variant>/decisions/round_XXXX.jsonl          every training decision (`experiments/lab/idle_picks.py`)
     <policy>/eval.jsonl                           one line per held-out episode
     macro_<policy>.png                            per-agent macro-choice histogram
     report.md, summary.json                       bootstrap CIs, Mann-Whitney U of trained vs frozen
@@ -58,17 +58,15 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+from experiments.paper import common
 
-import common  # noqa: E402
-
-from omjax.config import dump_config, load_config  # noqa: E402
-from omjax.eval.audits import macro_counts, plot_macro_histogram  # noqa: E402
-from omjax.eval.stats import bootstrap_ci, mann_whitney  # noqa: E402
-from omjax.train.checkpoint import Checkpointer  # noqa: E402
-from omjax.train.metrics import MetricsLog, read_jsonl, write_jsonl_atomic  # noqa: E402
-from omjax.train.rollout import collect  # noqa: E402
-from omjax.train.trainer import Trainer, write_decisions  # noqa: E402
+from omjax.config import dump_config, load_config
+from omjax.eval.audits import macro_counts, plot_macro_histogram
+from omjax.eval.stats import bootstrap_ci, mann_whitney
+from omjax.train.checkpoint import Checkpointer
+from omjax.train.metrics import MetricsLog, read_jsonl, write_jsonl_atomic
+from omjax.train.rollout import collect
+from omjax.train.trainer import Trainer, write_decisions
 
 
 @dataclass(frozen=True)
@@ -113,7 +111,7 @@ SETTINGS = {
     # deliveries are in reach. The progress bonus (Overcooked-AI's shaped reward: +3 onion in pot,
     # +3 dish taken while a pot needs one, +5 soup plated)
     # gives every cohort a spread. The LoRA setting is the one under which the SmolLM2 menu
-    # bandit learned to read shuffled menus (`experiments/menu_bandit.py`: rank 16 on q, k, v, o
+    # bandit learned to read shuffled menus (`experiments/lab/menu_bandit.py`: rank 16 on q, k, v, o
     # of the top 8 layers), at lr 1e-3 instead of 2e-3 because a 100-step round gives each
     # agent about 40 decisions per rollout (about 40 Adam steps per round, against the
     # bandit's 8). K = 4, 7 rounds: a round is about 340 decisions, of the order of 6-8 minutes
@@ -145,7 +143,7 @@ SETTINGS = {
     # number of decisions in the episode. Under uniform menu picks on AA (128 episodes, seeds
     # 0-127, progress bonus), the cohort gradient's signal-to-noise along "avoid wait/drop_held"
     # per 1,000 decisions is 12x higher at horizon 20 than at 100 (SNR^2 10.1 vs 0.84 at K = 8;
-    # `experiments/credit_snr.py`; the throwaway version of it this setting was chosen from said 27x).
+    # `experiments/lab/credit_snr.py`; the throwaway version of it this setting was chosen from said 27x).
     # So training episodes are 20 steps (K = 8, ~8 decisions per agent each) and the held-out
     # episodes are 150 steps, where skipping the idle options pays off (`menu_policies.py
     # --horizon 150 --episodes 64`, seeds 0-63: never idle 0.78 soups, 53 % of episodes; uniform
@@ -182,7 +180,7 @@ SETTINGS = {
                               eval_batch=16, eval_overrides=("env.horizon=150",)),
     # The fifth setting (session 16): the fourth with one change, each decision credited with the
     # cohort-normalised team return from its step on (`train.advantage=reward_to_go`, not in the
-    # paper) instead of the whole episode's. Chosen from `experiments/credit_snr.py --credit`
+    # paper) instead of the whole episode's. Chosen from `experiments/lab/credit_snr.py --credit`
     # (uniform menu picks, training seeds 0-255, never a held-out episode): at horizon 10, K = 16 the
     # per-agent adapters' SNR^2 along "pick the idle options less" per 1,000 decisions rises from
     # 10.7 / 9.7 to 17.8 / 12.7 (shared adapter 14.8 -> 28.0).
@@ -291,7 +289,7 @@ SETTINGS = {
     # moved their picks' name weight (+0.022 sd in rounds 0-9 and 20-29); its surrogate pushes each
     # entry's logit by pi(a) (A_a - pi.A), next to nothing on the entries SmolLM2's favourite letter
     # leaves little mass; refitted on fixed base decisions of the eleventh's rounds 0-3 with its mean
-    # name weights (`experiments/name_fit.py`), the target moved the fitted decisions' expected name
+    # name weights (`experiments/lab/name_fit.py`), the target moved the fitted decisions' expected name
     # weight from -0.02 / +0.01 to +0.15 / +0.21 in ~96 Adam steps per agent at lr 2e-3 (the
     # surrogate: +0.03 / +0.07 in ~150) and held-out ones of rounds 4-5 to +0.02 / +0.12 (beta 1:
     # +0.24 / +0.25), still rising; at lr 6e-3 its first ~24 steps moved the policy 5x as far (KL
