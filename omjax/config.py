@@ -657,7 +657,6 @@ def _legacy_train(data: dict[str, Any]) -> dict[str, Any]:
         raise ConfigError(f"train.all_options with the clip objective: {gone}; train.objective=target takes "
                           "every menu entry")
     if advantage == "uniform_q":
-        _check("credit" not in data, "train.advantage", "is the old name of train.credit: set only train.credit")
         label, critic = old.get("q_label", "value"), old.get("name_critic", "round")
         if label != "name" or critic != "pooled":
             raise ConfigError(f"train.q_label={label}, train.name_critic={critic}: {gone}; "
@@ -665,6 +664,8 @@ def _legacy_train(data: dict[str, Any]) -> dict[str, Any]:
         out["credit"] = {"kind": "continuation", "horizon": old.get("q_horizon", 20),
                          "rollouts": old.get("q_rollouts", 8), "keys": old.get("critic_keys", "name"),
                          "burnin": old.get("critic_burnin", 0)}
+        if isinstance(data.get("credit"), dict):  # new keys set on top of an old section win
+            out["credit"].update(data["credit"])
     elif advantage != "episode":
         raise ConfigError(f"train.advantage: is now train.credit.kind (cohort | continuation), got {advantage!r}")
     return out

@@ -71,7 +71,16 @@ def play_uniform(game, seeds: list[int], options=IDLE, starts: list[int] | None 
 
 
 _episode = jax.jit(jax.vmap(grpo.group_advantages))  # [D, K] -> [D, K]
-_to_go = jax.jit(jax.vmap(grpo.reward_to_go_advantages))  # [D, K, T] -> [D, K, T]
+def _reward_to_go_advantages(rewards):
+    """[K, T] the cohort-normalised return from each step on (the removed `train.advantage:
+    reward_to_go` credit, kept here as the probe's comparison)."""
+    to_go = jnp.cumsum(rewards[:, ::-1], axis=1)[:, ::-1]  # [K, T]
+    std = jnp.std(to_go, axis=0)  # [T]
+    flat = std <= grpo.ZERO_SPREAD_TOL
+    return jnp.where(flat, 0.0, (to_go - jnp.mean(to_go, axis=0)) / jnp.where(flat, 1.0, std)), jnp.all(flat)
+
+
+_to_go = jax.jit(jax.vmap(_reward_to_go_advantages))  # [D, K, T] -> [D, K, T]
 
 
 def cohort_snr(rewards: np.ndarray, score: np.ndarray, k: int, draws: int, rng: np.random.Generator,

@@ -53,8 +53,31 @@ from omjax.config import CRITIC_KEYS, load_config
 from omjax.eval.stats import bootstrap_ci, mann_whitney
 from omjax.games.registry import make_game
 from omjax.options.libraries import resolve_library
-from omjax.train.continuation import (ENTRY_LABELS, UniformQ, entry_keys, entry_labels, name_weights,
+from omjax.train.continuation import (UniformQ, entry_keys, name_weights,
                                       uniform_menus)
+from omjax.train.continuation import entry_labels as value_labels
+
+ENTRY_LABELS = ("value", "rank", "greedy")
+"""Labels of one menu's Q_u this probe can fit name weights to (the trainer's critic uses "value")."""
+
+
+def entry_labels(q: np.ndarray, label: str = "value") -> np.ndarray:
+    """[n] each entry's label from the menu's Q_u [n]: "value" Q_u - mean (`continuation.entry_labels`);
+    "rank" the centred rank in [-1/2, 1/2] (ties share their mean rank); "greedy" 1 / m at the m
+    best entries less 1 / n. Each sums to zero over the menu; a one-entry menu is 0."""
+    if label not in ENTRY_LABELS:
+        raise ValueError(f"unknown Q_u label {label!r}; known: {', '.join(ENTRY_LABELS)}")
+    q = np.asarray(q, np.float64)
+    n = len(q)
+    if label == "value" or n < 2:
+        return value_labels(q)
+    if label == "greedy":
+        best = q == q.max()
+        return best / best.sum() - 1.0 / n
+    below = (q[None, :] < q[:, None]).sum(axis=1)
+    ties = (q[None, :] == q[:, None]).sum(axis=1)
+    return (below + (ties - 1) / 2 - (n - 1) / 2) / (n - 1)
+
 from omjax.train.rollout import segment_plan, walk_entry
 
 IDLE = ("wait", "drop_held")

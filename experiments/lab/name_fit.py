@@ -157,7 +157,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--weights-from", type=Path, required=True,
                         help="a train.q_label=name run directory: its mean per-round q_name_weights")
-    parser.add_argument("--game", default="overcooked_q_name", choices=sorted(SETTINGS))
+    parser.add_argument("--game", default="overcooked_q_last_burn", choices=sorted(SETTINGS))
     parser.add_argument("--train-rounds", type=int, default=8, help="rounds of decisions fitted on")
     parser.add_argument("--heldout-rounds", type=int, default=2, help="later rounds of decisions scored only")
     parser.add_argument("--heldout-from", type=int, default=None,

@@ -78,7 +78,7 @@ def table(name: str, counts: dict[str, collections.Counter]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--game", default="overcooked_q_replay", choices=sorted(SETTINGS))
+    parser.add_argument("--game", default="overcooked_q_last_burn", choices=sorted(SETTINGS))
     parser.add_argument("--adapters-from", type=Path, required=True, help="a learning.py run directory (per_agent)")
     parser.add_argument("--seeds", type=int, nargs=2, default=[0, 8], metavar=("FIRST", "N"))
     args = parser.parse_args(argv)

@@ -112,7 +112,7 @@ def collect(trainer: Trainer, episodes: list[int], batch: int, key: jax.Array) -
                             [0], 0, trainer.cfg.n_adapters, progress=sys.stderr.isatty(), episodes=eps, keep_trunk=True,
                             snapshots=True)[0]
         ds = out.decisions
-        q, shown = trainer.q_values.estimate([d.snapshot for d in ds], [d.agent for d in ds],
+        q, shown = trainer.credit.q_values.estimate([d.snapshot for d in ds], [d.agent for d in ds],
                                              jax.random.fold_in(key, 1_000_000 + lo))
         v = continuation.baseline(q, shown)
         for j, d in enumerate(ds):
@@ -243,9 +243,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("overrides", nargs="*", help="config key=value pairs, applied after the setting's")
     args = parser.parse_args(argv)
     enable_compilation_cache()
-    setting = SETTINGS["overcooked_q"]
+    setting = SETTINGS["overcooked_q_last_burn"]
     cfg = load_config(REPO / "configs" / setting.config,
-                      [*setting.overrides, f"train.q_rollouts={args.q_rollouts}", "run.progress=false",
+                      [*setting.overrides, f"train.credit.rollouts={args.q_rollouts}", "train.credit.burnin=0", "run.progress=false",
                        *args.overrides])
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -276,7 +276,7 @@ def main(argv: list[str] | None = None) -> int:
         for kind in ("names", "trunk+names", "state*names"):
             curve.append({"train_episodes": n, **evaluate(part, val, kind, names, n_inst, sd)})
     summary = {"experiment": "value_probe", "layout": cfg.env.layout, "horizon": cfg.env.horizon,
-               "q_horizon": cfg.train.q_horizon, "q_rollouts": cfg.train.q_rollouts,
+               "q_horizon": cfg.train.credit.horizon, "q_rollouts": cfg.train.credit.rollouts,
                "trunk_layer": trainer.policy.frozen_layers, "train_episodes": args.train_episodes,
                "val_episodes": args.val_episodes, "decisions_train": len(train), "decisions_val": len(val),
                "adv_sd": sd, "collect_s": t_collect, "results": results, "curve": curve,

@@ -629,7 +629,7 @@ def test_name_fit_scores_the_adapters_expected_name_weight(tiny_model_dir, tmp_p
     from omjax.train.checkpoint import Checkpointer
     from omjax.train.trainer import Trainer
 
-    setting = name_fit.SETTINGS["overcooked_q_name"]
+    setting = name_fit.SETTINGS["overcooked_q_last_burn"]
     cfg = load_config(common.CONFIGS / setting.config, [*setting.overrides, "run.progress=false", *args[10:-2]])
     state = Trainer(cfg, model=None).init_state()
     state = state.replace(bank=jax.tree.map(lambda x: x + 0.5 * jax.random.normal(jax.random.key(3), x.shape),
