@@ -216,7 +216,8 @@ class Decider:
         self._branches: dict[tuple, Branches] = {}
         self._prefix_ids: dict[str, list[int]] = {}
         mode = cfg.decide_shapes
-        self.fixed_shapes = self.letter_mode and (mode == "fixed" or (mode == "auto" and jax.default_backend() != "cpu"))
+        on_accelerator = jax.default_backend() != "cpu"
+        self.fixed_shapes = self.letter_mode and (mode == "fixed" or (mode == "auto" and on_accelerator))
         """`policy.decide_shapes` resolved: letter-mode calls at the run's high-water shapes."""
         self.high_water = (0, 0, 0, 0)
         """`fixed_shapes`: (rows, prompt tokens, branch width, menu width) the calls so far were padded to."""

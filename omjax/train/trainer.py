@@ -179,7 +179,7 @@ class Trainer:
         self.decider.placement = self.placement
         self.credit = make_credit(cfg, self.game)
         """The credit plug-in (`train.credit`): what each decision of a round is credited with."""
-        self._cohort = CohortCreditor(cfg, self.game)
+        self._cohort = self.credit if isinstance(self.credit, CohortCreditor) else CohortCreditor(cfg, self.game)
         """The paper's credit, which a frozen-base run's metrics rows report."""
         self.keep_trunk = (cfg.train.reuse_trunk and cfg.train.train and self.decider.letter_mode
                            and self.policy.keeps_trunk)
