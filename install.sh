@@ -12,8 +12,9 @@ python -m pip install -q --upgrade pip
 # torch pulls a multi-GB CUDA build).
 python -m pip install -q torch==2.13.0
 
-# omjax with its runtime and test dependencies.
-python -m pip install -q -e '.[dev]'
+# omjax with every extra but Melting Pot's (below: its sdist needs an offline build), and the
+# test dependencies.
+python -m pip install -q -e '.[train,hf,dev]'
 
 # overcooked-ai 1.1.0 (the reference simulator) also pulls pygame/ipython/ipywidgets for its
 # GUI; omjax only uses overcooked_ai_py.mdp (whose package __init__ imports gym), and patches

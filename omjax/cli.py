@@ -14,6 +14,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "burnin": ("omjax.games.cli", "uniform-random option burn-in (Stage 2); writes jsonl records"),
     "guards": ("omjax.games.cli", "burn-in + guard synthesis (Stages 2-3) for a game"),
     "menu": ("omjax.games.cli", "print the option menu an agent sees at the start state"),
+    "config": ("omjax.config", "print a resolved run config, or (--doc) the reference of every key"),
     "train": ("omjax.train.cli", "PA-MAGRPO training from a YAML config"),
     "eval": ("omjax.eval.cli", "held-out evaluation of a checkpoint with bootstrap CIs"),
     "audit": ("omjax.eval.audit_cli", "behavioural audits (histograms, solo test, heatmaps, patches)"),

@@ -194,6 +194,15 @@ class PolicyConfig:
     both). 1 is the policy itself; a zero adapter gives the base whatever it is. Training refuses
     any other value (its PPO ratios score the policy it sampled from)."""
 
+    decide_shapes: Literal["auto", "fixed", "adaptive"] = "auto"
+    """The shapes letter-mode decisions run at. `fixed`: one call per env step, its rows padded to
+    every decision the step could hold (seeds x K x agents, to a power of two), its prompt length
+    and menu width to high-water marks that only grow (a 128-token grid), so a run compiles decide
+    a few times at most: the accelerator's shapes. `adaptive`: rows to the power of two of the
+    decisions pending and prompts in up to four length groups, so that no row computes much
+    padding, at the cost of more programs: the CPU's. `auto`: fixed on an accelerator, adaptive
+    on the CPU."""
+
     max_new_tokens: int = 24
     """Reply length cap in `sample` mode (the two-line reply needs about 12 tokens)."""
 
@@ -237,16 +246,89 @@ class PolicyConfig:
         _check(self.reward_window >= 1, "policy.reward_window", "must be >= 1")
 
 
-#: What `train.advantage` may name.
-ADVANTAGES = ("episode", "reward_to_go", "uniform_q")
-#: What `train.q_label` may name (`omjax.train.continuation.entry_labels`).
-Q_LABELS = ("value", "rank", "greedy", "name")
-#: What `train.objective` may name (`omjax.train.update.UpdateSettings.objective`).
-OBJECTIVES = ("clip", "target")
-#: What `train.name_critic` may name.
-NAME_CRITICS = ("round", "pooled")
-#: What `train.critic_keys` may name (`omjax.train.continuation.entry_keys`).
+# ------------------------------------------------------------------------------------------------
+# Plug-ins of the training loop: credit assignment and the policy objective. Each is one key of
+# `train` holding a small dataclass whose `kind` selects it (`train.credit: {kind: cohort}`, or
+# the shorthand `train.credit=cohort`); the paper's are the defaults. The code of each kind lives
+# in `omjax.train.credit` and `omjax.train.objectives`.
+
+
+@dataclasses.dataclass(frozen=True)
+class CohortCredit:
+    """The paper's credit (Algorithm 1): every decision of a rollout gets its rollout's team
+    return, normalised over the K rollouts of the cohort (`grpo.group_advantages`)."""
+
+    kind: Literal["cohort"] = "cohort"
+
+
 CRITIC_KEYS = ("name", "state")
+"""What `train.credit.keys` may name (`omjax.train.continuation.entry_keys`)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class ContinuationCredit:
+    """Not in the paper (docs/departures.md): each decision is credited by a critic over its
+    menu's entries instead of by its rollout's return. Every entry's value under the uniform
+    menu policy, Q_u(s, a) - V_u(s), is estimated from `rollouts` simulated continuations of
+    `horizon` steps in the Overcooked option executor (`omjax.train.continuation.UniformQ`); a
+    table of running means of those labels per entry key, pooled over agents and over every
+    round since the run began (`TrainState.critic`, checkpointed), gives each entry its weight
+    in units of the labels' sd, less its menu's mean. The picked entry's weight is the
+    decision's advantage; with `train.objective: {kind: target}` every entry's weight is used.
+    Overcooked option menus only. The setting that held up on fresh held-out seeds
+    (docs/results.md) is this credit with its defaults and the target objective."""
+
+    kind: Literal["continuation"] = "continuation"
+
+    horizon: int = 20
+    """Env steps each continuation runs (cut at the episode's end)."""
+
+    rollouts: int = 32
+    """Continuations per menu entry (the same random streams for every entry)."""
+
+    keys: Literal["name", "state"] = "state"
+    """What the critic keys each entry by: `name`, its option name; `state`, its option name
+    with the entry's guard read-set features at the decision (`held`, `tgt_pot_state`,
+    `tgt_item`), so that e.g. `start_cooking` on a pot of 3 onions and on a pot of 1 are
+    credited apart."""
+
+    burnin: int = 16
+    """The critic's statistics start from the labels of this many uniform-pick episodes
+    (`continuation.uniform_menus`, seeds `rollout.burnin_seed`, apart from every training and
+    held-out seed), played before round 0; 0 starts from none."""
+
+    def __post_init__(self) -> None:
+        _check(self.horizon >= 1, "train.credit.horizon", f"must be >= 1, got {self.horizon}")
+        _check(self.rollouts >= 1, "train.credit.rollouts", f"must be >= 1, got {self.rollouts}")
+        _check(self.keys in CRITIC_KEYS, "train.credit.keys",
+               f"must be one of {', '.join(CRITIC_KEYS)}, got {self.keys!r}")
+        _check(self.burnin >= 0, "train.credit.burnin", f"must be >= 0, got {self.burnin}")
+
+
+@dataclasses.dataclass(frozen=True)
+class ClipObjective:
+    """The paper's loss: the PPO-clipped surrogate at each sampled decision (`train.clip_eps`)
+    plus kl_coef x KL(pi_theta || pi_ref)."""
+
+    kind: Literal["clip"] = "clip"
+
+
+@dataclasses.dataclass(frozen=True)
+class TargetObjective:
+    """Not in the paper (docs/departures.md): over each decision's whole menu, KL(pi* || pi_theta)
+    to the clipped loss's KL-regularised optimum pi* ∝ pi_ref exp(A / kl_coef), A every entry's
+    advantage (`grpo.target_kl`): the same fixed point, reached by a gradient that does not
+    vanish on entries the policy rarely picks. Needs every entry's advantage (the continuation
+    credit), letter mode and kl_coef > 0."""
+
+    kind: Literal["target"] = "target"
+
+
+CREDITS = {"cohort": CohortCredit, "continuation": ContinuationCredit}
+"""`train.credit.kind` -> its settings."""
+OBJECTIVES = {"clip": ClipObjective, "target": TargetObjective}
+"""`train.objective.kind` -> its settings."""
+PLUGINS = {"train.credit": CREDITS, "train.objective": OBJECTIVES}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -311,125 +393,23 @@ class TrainConfig:
     train: bool = True
     """False keeps the base frozen (the frozen-base baselines): rollouts run, no update."""
 
-    advantage: str = "episode"
-    """What credits a decision: "episode" (the paper's Algorithm 1: the cohort-normalised team
-    return of its whole rollout) or "reward_to_go" (the cohort-normalised team return from the
-    decision's step on, normalised per step over the K rollouts; `grpo.reward_to_go_advantages`).
-    Not in the paper: rewards paid before a decision are noise to it. Under uniform menu picks on
-    Asymmetric Advantages (10-150-step episodes, K = 16) it multiplies the cohort's SNR^2 per
-    decision along "pick the idle options less" by 1.9-2.9 for a shared adapter and 1.2-5.5 for
-    a private one (`experiments/credit_snr.py --credit`). "uniform_q": each decision's own
-    advantage under the uniform menu policy, Q_u(s, a) - V_u(s), estimated by `q_rollouts`
-    simulated continuations of `q_horizon` steps per menu option in which every later pick is
-    uniform (`omjax.train.continuation`), divided by the round's standard deviation of them.
-    Not in the paper; Overcooked option menus only. A scripted policy greedy in it delivers 3.22
-    soups per 150-step Asymmetric Advantages episode against 0.09 for uniform picks, and one
-    softmax in it at temperature 2 delivers 0.59 (`experiments/menu_policies.py --policies uniform
-    q_greedy q_soft`, seeds 0-31)."""
+    credit: CohortCredit | ContinuationCredit = dataclasses.field(default_factory=CohortCredit)
+    """How decisions are credited (`omjax.train.credit`): `{kind: cohort}` (the paper) or
+    `{kind: continuation, ...}` (a critic over menu entries; not in the paper)."""
 
-    q_horizon: int = 20
-    """`advantage=uniform_q`: env steps each continuation runs (cut at the episode's end)."""
-
-    q_rollouts: int = 8
-    """`advantage=uniform_q`: continuations per menu option (the same streams for every option)."""
-
-    q_label: str = "value"
-    """`advantage=uniform_q`: what each menu entry is credited with, from its Q_u
-    (`continuation.entry_labels`): "value" Q_u(s, a) - V_u(s); "rank" its centred rank among the
-    menu's Q_u; "greedy" 1 at the best entry (shared among ties) less 1 / n; each divided by the
-    round's standard deviation of the picked entries' labels. "name": a tabular critic over option
-    names refit every round, pooled over agents (`continuation.name_weights`): each entry gets the
-    mean "value" label of its option's name over every entry of the round's decisions, in units of
-    their sd, less its menu's mean. A state-independent credit: with the exact letter-mode KL the
-    regularised optimum is pi_ref(a) exp(w[name(a)] / kl_coef), the `name_soft` policy of
-    `experiments/menu_policies.py` at beta = 1 / kl_coef on top of the base. Not in the paper."""
-
-    name_critic: str = "round"
-    """`q_label=name`: which decisions the critic over names averages. "round": the round's own,
-    so its weights follow the round's root state (`segment`) and swing by ~1 sd from round to
-    round. "pooled": every decision's labels since the run began (running per-name counts and
-    sums in `TrainState.critic`, checkpointed and resumed with the run), so the regularised
-    optimum the update aims at settles as the run goes on. Not in the paper."""
-
-    critic_burnin: int = 0
-    """`name_critic=pooled`: the critic's statistics start from the labels of this many
-    uniform-pick episodes of the game (`continuation.uniform_menus`, seeds `rollout.burnin_seed`,
-    apart from every training and held-out seed), played before round 0, instead of from none:
-    the labels are Q_u's, which no policy enters, so the target the update fits is near its
-    final value from the first round instead of following the first rounds' few root states.
-    0: no burn-in. Not in the paper (its burn-in (§5) logs the options' effects for guard synthesis)."""
-
-    critic_keys: str = "name"
-    """`q_label=name`: what the critic over names keys each menu entry by
-    (`continuation.entry_keys`). "name": its option name. "state": its option name with the
-    entry's guard read-set features at the decision (`held`, `tgt_pot_state`, `tgt_item`, the
-    deterministic features the guards are mined over), so that, e.g., `start_cooking` on a pot of
-    3 onions and on a pot of 1 are credited apart; still a table of running means, pooled over
-    agents (and over rounds under `name_critic=pooled`). Not in the paper."""
-
-    all_options: bool = False
-    """Letter mode with `advantage=uniform_q`: the clipped surrogate is taken in expectation over
-    every menu entry, each with its own advantage, under the policy the update starts from
-    (`grpo.all_options_surrogate`), instead of at the sampled entry alone. Not in the paper: the
-    sampled surrogate is a one-draw estimate of this one, and under a near-uniform policy over a
-    menu of ~6 entries most of its variance is which entry was drawn. With `letter_augment` each
-    relettered copy carries the same entries' advantages in its own order."""
-
-    objective: str = "clip"
-    """With `all_options`: what the update minimises over each decision's menu. "clip": the
-    paper's loss, the clipped surrogate (here in expectation over the entries) + kl_coef x
-    KL(pi || pi_ref). "target": KL(pi* || pi) to that loss's optimum pi* ∝ pi_ref exp(A / kl_coef)
-    (`grpo.target_kl`), the same fixed point reached by a gradient that does not vanish on
-    entries the policy rarely picks (the surrogate's pushes each logit by pi(a) (A_a - pi.A)).
-    Not in the paper."""
-
-    replay_rounds: int = 0
-    """With `objective=target` and `name_critic=pooled`: each round's update also refits the
-    decisions of the `replay_rounds` rounds before it, every entry re-credited with the pooled
-    critic's current weight of its name, less its menu's mean (`continuation.name_credit`). 0 is
-    the paper's update (each round fits its own rollouts). Not in the paper: the target
-    pi_ref exp(A / kl_coef) depends on the frozen base and the critic only, not on the policy
-    that collected the decision, so old decisions need no importance weight; each gradient step
-    then draws its minibatch from R + 1 rounds' states instead of one root state's. The
-    decisions (with their kept trunks) are held in memory and written to
-    `run_dir/replay/round_<r>.pkl` before the round's checkpoint, so a resumed run refits the
-    same ones."""
+    objective: ClipObjective | TargetObjective = dataclasses.field(default_factory=ClipObjective)
+    """What the update minimises (`omjax.train.objectives`): `{kind: clip}` (the paper) or
+    `{kind: target}` (KL to the regularised optimum over the menu; not in the paper)."""
 
     segment: int = 0
     """0: every round's rollouts play whole episodes from the reset state (the paper). S > 0:
     they play S steps of an `env.horizon`-step episode from a root state at step t0, drawn per
     seed and round uniformly from [0, env.horizon - S]; the K rollouts walk to the root together
-    with the same uniform-random menu picks and the cohort compares K continuations
-    of that one state (`rollout.collect_group`). Not in the paper: short rollouts from the reset
-    state only ever train the opening of an episode, while segments train on states from all of
-    it at the same cost per round (Overcooked only: Melting Pot episodes of a cohort start apart).
-    The round's return then depends on its root as much as on the policy, so the best-round
-    checkpoint marks the richest root as often as the best policy; `experiments/segment_baseline.py`
-    compares each round with uniform picks from its own root."""
-
-    letter_augment: int = 0
-    """Letter mode: the update also scores each decision, with its advantage, under this many
-    other letterings of the same menu (drawn per decision; the prompt re-rendered with the
-    entries relisted), so it credits the chosen option rather than the letter it happened to sit
-    at. 0 is the paper's update. Not in the paper: letters are arbitrary under the per-decision
-    shuffle, so a policy that reads the menu is invariant to them, and these copies average out
-    the letter habit the raw gradient builds from noise (each decision costs 1 + n update rows;
-    the old log-probs are then scored at the update's start and no trunk is reused)."""
-
-    letter_baseline: bool = False
-    """Letter mode: subtract from each decision's advantage the mean advantage of the same
-    adapter's decisions of the round that picked the same letter. Not in the paper: under the
-    per-decision shuffle a letter says nothing about the option behind it, so whatever advantage
-    the letters explain is noise, and it is the part of the gradient that builds a letter habit;
-    this control variate removes it at no cost (a letter picked once then carries no credit)."""
-
-    letter_prior_coef: float = 0.0
-    """Letter mode: weight of KL(letter marginal || uniform) over each minibatch, where the
-    letter marginal is the policy's probability of each letter averaged over the minibatch's
-    decisions (`grpo.letter_marginal_kl`). Not in the paper: a policy that reads its shuffled
-    menu has a flat letter marginal whatever it prefers, so the term leaves menu reading free
-    and pulls back the letter habit that noise in the cohort advantage builds (and the base's
-    own favourite letter). 0 is the paper's loss."""
+    with the same uniform-random menu picks and the cohort compares K continuations of that one
+    state (`rollout.collect_group`). Not in the paper: short rollouts from the reset state only
+    ever train the opening of an episode (Overcooked only: Melting Pot episodes of a cohort
+    start apart). The round's return then depends on its root as much as on the policy, so the
+    best-round checkpoint marks the richest root as often as the best policy."""
 
     def __post_init__(self) -> None:
         _check(self.rounds >= 1, "train.rounds", f"must be >= 1, got {self.rounds}")
@@ -445,36 +425,10 @@ class TrainConfig:
         _check(self.adam_eps > 0, "train.adam_eps", "must be > 0")
         _check(self.update_rows >= 0, "train.update_rows", f"must be >= 0, got {self.update_rows}")
         _check(self.update_tokens >= 0, "train.update_tokens", f"must be >= 0, got {self.update_tokens}")
-        _check(self.advantage in ADVANTAGES, "train.advantage",
-               f"must be one of {', '.join(map(repr, ADVANTAGES))}, got {self.advantage!r}")
-        _check(self.q_label in Q_LABELS, "train.q_label",
-               f"must be one of {', '.join(map(repr, Q_LABELS))}, got {self.q_label!r}")
-        _check(self.name_critic in NAME_CRITICS, "train.name_critic",
-               f"must be one of {', '.join(map(repr, NAME_CRITICS))}, got {self.name_critic!r}")
-        _check(self.name_critic == "round" or (self.advantage == "uniform_q" and self.q_label == "name"),
-               "train.name_critic", "pooled pools the critic over option names: it needs "
-               f"train.advantage=uniform_q and train.q_label=name, got {self.advantage} / {self.q_label}")
-        _check(self.critic_burnin >= 0, "train.critic_burnin", f"must be >= 0, got {self.critic_burnin}")
-        _check(not self.critic_burnin or self.name_critic == "pooled", "train.critic_burnin",
-               f"seeds the pooled critic's statistics: it needs train.name_critic=pooled, got {self.name_critic}")
-        _check(self.critic_keys in CRITIC_KEYS, "train.critic_keys",
-               f"must be one of {', '.join(map(repr, CRITIC_KEYS))}, got {self.critic_keys!r}")
-        _check(self.critic_keys == "name" or self.q_label == "name", "train.critic_keys",
-               f"keys the critic over names: it needs train.q_label=name, got {self.q_label}")
-        _check(self.q_horizon >= 1, "train.q_horizon", f"must be >= 1, got {self.q_horizon}")
-        _check(self.q_rollouts >= 1, "train.q_rollouts", f"must be >= 1, got {self.q_rollouts}")
         _check(self.segment >= 0, "train.segment", f"must be >= 0, got {self.segment}")
-        _check(self.letter_augment >= 0, "train.letter_augment", f"must be >= 0, got {self.letter_augment}")
-        _check(self.letter_prior_coef >= 0, "train.letter_prior_coef", f"must be >= 0, got {self.letter_prior_coef}")
-        _check(self.objective in OBJECTIVES, "train.objective",
-               f"must be one of {', '.join(map(repr, OBJECTIVES))}, got {self.objective!r}")
-        _check(self.objective == "clip" or (self.all_options and self.kl_coef > 0), "train.objective",
-               "target regresses onto pi_ref exp(A / kl_coef) over every menu entry: it needs "
-               f"train.all_options=true and train.kl_coef > 0, got {self.all_options} / {self.kl_coef}")
-        _check(self.replay_rounds >= 0, "train.replay_rounds", f"must be >= 0, got {self.replay_rounds}")
-        _check(not self.replay_rounds or (self.objective == "target" and self.name_critic == "pooled"),
-               "train.replay_rounds", "refits past rounds' decisions under the pooled critic's current weights: it "
-               f"needs train.objective=target and train.name_critic=pooled, got {self.objective} / {self.name_critic}")
+        _check(self.objective.kind != "target" or (self.credit.kind == "continuation" and self.kl_coef > 0),
+               "train.objective", "target regresses onto pi_ref exp(A / kl_coef) over every menu entry: it needs "
+               f"train.credit.kind=continuation and train.kl_coef > 0, got {self.credit.kind} / {self.kl_coef}")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -566,45 +520,22 @@ class Config:
             f"{self.env.game}'s do not: set train.segment=0",
         )
         _check(
-            self.train.advantage != "uniform_q"
+            self.train.credit.kind != "continuation"
             or (self.env.game == "overcooked" and self.policy.action_interface == "options"),
-            "train.advantage",
-            "uniform_q simulates continuations in the Overcooked option executor: it needs "
+            "train.credit",
+            "continuation simulates continuations in the Overcooked option executor: it needs "
             f"env.game=overcooked and policy.action_interface=options, got {self.env.game} / "
             f"{self.policy.action_interface}",
         )
         _check(
-            not self.train.all_options or (self.train.advantage == "uniform_q"
-                                           and self.policy.decision_mode == "letter"),
-            "train.all_options",
-            "needs every menu entry's advantage and an explicit menu distribution: set "
-            "train.advantage=uniform_q and policy.decision_mode=letter",
-        )
-        _check(
-            not (self.train.all_options and self.train.letter_baseline),
-            "train.all_options",
-            "credits every entry of the menu, so there is no sampled letter for train.letter_baseline "
-            "to correct: set it off",
+            self.train.objective.kind != "target" or self.policy.decision_mode == "letter",
+            "train.objective",
+            "target needs an explicit distribution over the menu: set policy.decision_mode=letter",
         )
         _check(
             not (self.lora.scope == "reply" and self.policy.decision_mode != "letter"),
             "lora.scope",
             "reply scores the reply after a prompt run without the adapter: it needs policy.decision_mode=letter",
-        )
-        _check(
-            not (self.train.letter_augment and self.policy.decision_mode != "letter"),
-            "train.letter_augment",
-            "reletters the menus of scored letter decisions: it needs policy.decision_mode=letter",
-        )
-        _check(
-            not (self.train.letter_baseline and self.policy.decision_mode != "letter"),
-            "train.letter_baseline",
-            "groups decisions by their menu letter: it needs policy.decision_mode=letter",
-        )
-        _check(
-            not (self.train.letter_prior_coef and self.policy.decision_mode != "letter"),
-            "train.letter_prior_coef",
-            "regularises the distribution over menu letters: it needs policy.decision_mode=letter",
         )
 
     @property
@@ -680,10 +611,72 @@ def _coerce(value: Any, tp: Any, key: str) -> Any:
     raise ConfigError(f"{key}: unsupported field type {tp!r}")
 
 
+def _plugin(kinds: dict[str, type], value: Any, default: Any, key: str) -> Any:
+    """A plug-in's settings from `{kind: ..., ...}` or the shorthand `kind`; a mapping without
+    `kind` keeps the default's kind."""
+    if isinstance(value, str):
+        value = {"kind": value}
+    if value is None:
+        value = {}
+    _check(isinstance(value, dict), key, f"expected a kind ({' | '.join(kinds)}) or a mapping, got {value!r}")
+    kind = value.get("kind", default.kind)
+    _check(kind in kinds, key + ".kind", f"must be one of {', '.join(kinds)}, got {kind!r}")
+    return from_dict(kinds[kind], value, key + ".")
+
+
+REMOVED_ON = "2026-12-07"
+LAST_COMMIT = "07b3a66"
+"""The research extensions that no confirmed result needed left the library on `REMOVED_ON`;
+`LAST_COMMIT` is the last commit where they run (`git checkout 07b3a66`)."""
+
+_OLD_DEFAULTS = {"advantage": "episode", "q_horizon": 20, "q_rollouts": 8, "q_label": "value",
+                 "name_critic": "round", "critic_burnin": 0, "critic_keys": "name", "all_options": False,
+                 "replay_rounds": 0, "letter_augment": 0, "letter_baseline": False, "letter_prior_coef": 0.0}
+"""`train` keys of configs written before the plug-ins, at their values of that time's defaults."""
+
+
+def _legacy_train(data: dict[str, Any]) -> dict[str, Any]:
+    """A `train` section written before the credit/objective plug-ins (every run directory's
+    config.yaml of that time lists the old keys), in the new keys: the extensions that stayed
+    are translated, keys at their old defaults dropped, and a removed extension that is set
+    raises one line naming the commit where it last ran."""
+    old = {k: data[k] for k in _OLD_DEFAULTS if k in data}
+    if not old:
+        return data
+    out = {k: v for k, v in data.items() if k not in old}
+    gone = f"was removed on {REMOVED_ON} (no confirmed result needed it; it last runs at commit {LAST_COMMIT})"
+    for k in ("replay_rounds", "letter_augment", "letter_baseline", "letter_prior_coef"):
+        if k in old and old[k] != _OLD_DEFAULTS[k]:
+            raise ConfigError(f"train.{k}: {gone}")
+    advantage = old.get("advantage", "episode")
+    if advantage == "reward_to_go":
+        raise ConfigError(f"train.advantage=reward_to_go: {gone}")
+    objective = out.get("objective", "clip")
+    objective = objective.get("kind", "clip") if isinstance(objective, dict) else objective
+    if old.get("all_options") and objective == "clip":
+        raise ConfigError(f"train.all_options with the clip objective: {gone}; train.objective=target takes "
+                          "every menu entry")
+    if advantage == "uniform_q":
+        label, critic = old.get("q_label", "value"), old.get("name_critic", "round")
+        if label != "name" or critic != "pooled":
+            raise ConfigError(f"train.q_label={label}, train.name_critic={critic}: {gone}; "
+                              "train.credit: {kind: continuation} is the pooled critic over names")
+        out["credit"] = {"kind": "continuation", "horizon": old.get("q_horizon", 20),
+                         "rollouts": old.get("q_rollouts", 8), "keys": old.get("critic_keys", "name"),
+                         "burnin": old.get("critic_burnin", 0)}
+        if isinstance(data.get("credit"), dict):  # new keys set on top of an old section win
+            out["credit"].update(data["credit"])
+    elif advantage != "episode":
+        raise ConfigError(f"train.advantage: is now train.credit.kind (cohort | continuation), got {advantage!r}")
+    return out
+
+
 def from_dict(cls: type, data: dict[str, Any], prefix: str = "") -> Any:
     """Build dataclass `cls` from nested plain data; unknown keys and bad values name the key."""
     if not isinstance(data, dict):
         raise ConfigError(f"{prefix.rstrip('.') or 'config'}: expected a mapping, got {data!r}")
+    if cls is TrainConfig:
+        data = _legacy_train(data)
     hints = typing.get_type_hints(cls)
     fields = {f.name: f for f in dataclasses.fields(cls)}
     unknown = sorted(set(data) - set(fields))
@@ -696,7 +689,9 @@ def from_dict(cls: type, data: dict[str, Any], prefix: str = "") -> Any:
     for name, value in data.items():
         tp = hints[name]
         key = prefix + name
-        if dataclasses.is_dataclass(tp):
+        if key in PLUGINS:
+            kwargs[name] = _plugin(PLUGINS[key], value, fields[name].default_factory(), key)
+        elif dataclasses.is_dataclass(tp):
             kwargs[name] = from_dict(tp, value if value is not None else {}, key + ".")
         else:
             kwargs[name] = _coerce(value, tp, key)
@@ -748,10 +743,12 @@ def apply_overrides(data: dict[str, Any], overrides: list[str]) -> dict[str, Any
         except yaml.YAMLError:
             value = raw
         node = out
-        for p in parts[:-1]:
+        for depth, p in enumerate(parts[:-1]):
             child = node.get(p)
             if child is None:
                 child = node[p] = {}
+            if isinstance(child, str) and ".".join(parts[:depth + 1]) in PLUGINS:  # a plug-in's shorthand kind
+                child = node[p] = {"kind": child}
             if not isinstance(child, dict):
                 raise ConfigError(f"override {item!r}: {p!r} is not a section")
             node = child
@@ -767,3 +764,106 @@ def load_config(path: str | Path | None = None, overrides: list[str] | None = No
 
 def dump_config(cfg: Config, path: str | Path) -> None:
     Path(path).write_text(yaml.safe_dump(cfg.to_dict(), sort_keys=False))
+
+
+# ------------------------------------------------------------------------------------------------
+# Reference documentation: `omjax config --doc` writes docs/configs.md from the docstrings above.
+
+
+def _field_docs(cls: type) -> dict[str, str]:
+    """The docstring under each field of dataclass `cls` (a string literal right after it)."""
+    import ast
+    import inspect
+    import textwrap
+
+    tree = ast.parse(textwrap.dedent(inspect.getsource(cls)))
+    body = tree.body[0].body
+    out = {}
+    for node, nxt in zip(body, body[1:] + [None]):
+        if (isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and isinstance(nxt, ast.Expr)
+                and isinstance(nxt.value, ast.Constant) and isinstance(nxt.value.value, str)):
+            out[node.target.id] = " ".join(inspect.cleandoc(nxt.value.value).split())
+    return out
+
+
+def _type_name(tp: Any) -> str:
+    if typing.get_origin(tp) is Literal:
+        return " \\| ".join(map(str, typing.get_args(tp)))
+    if typing.get_origin(tp) is tuple:
+        return f"list of {_type_name(typing.get_args(tp)[0])}"
+    return getattr(tp, "__name__", str(tp))
+
+
+def _default(f: dataclasses.Field) -> Any:
+    return f.default if f.default is not dataclasses.MISSING else f.default_factory()
+
+
+def _section_doc(cls: type, prefix: str) -> list[str]:
+    hints, docs = typing.get_type_hints(cls), _field_docs(cls)
+    lines = []
+    for f in dataclasses.fields(cls):
+        key = prefix + f.name
+        if key in PLUGINS:
+            kind = _default(f).kind
+            lines.append(f"- **`{key}`**: a plug-in, `{{kind: ...}}` or the kind alone; default `{kind}`. "
+                         f"{docs.get(f.name, '')}")
+            for name, settings in PLUGINS[key].items():
+                head = _class_doc(settings)
+                lines.append(f"  - `kind: {name}`: {head}")
+                lines += ["  " + line for line in _section_doc(settings, key + ".")
+                          if not line.startswith(f"- **`{key}.kind`**")]
+            continue
+        if dataclasses.is_dataclass(hints[f.name]):  # a section: documented on its own
+            continue
+        default = _default(f)
+        shown = yaml.safe_dump(_to_plain(default), default_flow_style=True).strip().removesuffix("...").strip()
+        lines.append(f"- **`{key}`** ({_type_name(hints[f.name])}, default `{shown}`): {docs.get(f.name, '')}")
+    return lines
+
+
+def _class_doc(cls: type) -> str:
+    """A dataclass's own docstring, on one line ('' where it has none but the generated signature)."""
+    doc = cls.__dict__.get("__doc__") or ""
+    return "" if doc.startswith(cls.__name__ + "(") else " ".join(doc.split())
+
+
+def config_doc() -> str:
+    """docs/configs.md: every key of a run config with its type, default and docstring."""
+    lines = ["# Run configuration reference", "",
+             "Generated by `omjax config --doc > docs/configs.md` from the docstrings of `omjax/config.py`; "
+             "a test fails when this file is stale. A run is one YAML file (`base:` chains, "
+             "`section.key=value` overrides on the command line); see `omjax.config`.", ""]
+    top = typing.get_type_hints(Config)
+    for f in dataclasses.fields(Config):
+        tp = top[f.name]
+        if dataclasses.is_dataclass(tp):
+            lines += [f"## `{f.name}`", "", _class_doc(tp) or _field_docs(Config)[f.name], ""]
+            lines += _section_doc(tp, f.name + ".") + [""]
+    lines += ["## Top level", ""] + _section_doc(Config, "")
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`omjax config --doc`: print docs/configs.md; `omjax config FILE [key=value ...]`: print the
+    resolved config (after `base:` and overrides), or one line naming what is wrong (exit 2)."""
+    import argparse
+    import sys
+
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] == "config":
+        argv = argv[1:]
+    p = argparse.ArgumentParser(prog="omjax config", description=main.__doc__)
+    p.add_argument("--doc", action="store_true", help="print the reference of every config key (docs/configs.md)")
+    p.add_argument("path", nargs="?", help="a run config YAML")
+    p.add_argument("overrides", nargs="*", metavar="key=value")
+    args = p.parse_args(argv)
+    if args.doc:
+        sys.stdout.write(config_doc())
+        return 0
+    try:
+        cfg = load_config(args.path, args.overrides)
+    except ConfigError as e:
+        print(f"omjax config: {e}", file=sys.stderr)
+        return EXIT_ERROR
+    sys.stdout.write(yaml.safe_dump(cfg.to_dict(), sort_keys=False))
+    return 0

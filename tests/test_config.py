@@ -1,11 +1,13 @@
 """Typed run configs: YAML + `base:` + `key=value` overrides, validated with clear errors."""
 
+import dataclasses
 import re
 from pathlib import Path
 
 import pytest
+import yaml
 
-from omjax.config import Config, ConfigError, dump_config, load_config
+from omjax.config import Config, ConfigError, ContinuationCredit, dump_config, load_config
 
 CONFIGS = sorted(Path(__file__).resolve().parents[1].joinpath("configs").glob("*.yaml"))
 
@@ -45,7 +47,11 @@ def test_unknown_key_is_an_error_naming_it(tmp_path):
     ("train.clip_eps=1.5", "train.clip_eps"), ("lora.rank=0", "lora.rank"),
     ("lora.targets=q,qkv", "lora.targets: unknown LoRA targets ['qkv']"), ("lora.targets=q,q", "lora.targets"),
     ("policy.action_interface=compound_json", "policy.decision_mode: letter mode scores menu letters"),
-    ("train.letter_augment=-1", "train.letter_augment"), ("train.advantage=gae", "train.advantage"),
+    ("train.credit.kind=gae", "train.credit.kind: must be one of cohort, continuation"),
+    ("train.credit=continuation train.credit.horizon=0", "train.credit.horizon: must be >= 1"),
+    ("train.credit=continuation train.credit.keys=guard", "train.credit.keys: must be one of"),
+    ("train.credit.horizon=20", "unknown config key 'train.credit.horizon' (known keys in train.credit: kind)"),
+    ("train.credit=continuation env.game=harvest", "train.credit: continuation simulates"),
     ("train.segment=-1", "train.segment"), ("lora.scope=prompt", "lora.scope: must be one of"),
     ("env.menu_format=letter_middle", "env.menu_format: must be one of letter_first, letter_last"),
     ("policy.action_interface=native env.menu_format=letter_last", "env.menu_format: writes the option menu"),
@@ -58,27 +64,54 @@ def test_bad_values_name_the_key(override, key):
 
 
 def test_objective_target_needs_every_entrys_advantage_and_a_kl():
-    with pytest.raises(ConfigError, match=r"train.objective: must be one of 'clip', 'target', got 'mpo'"):
+    with pytest.raises(ConfigError, match=r"train.objective.kind: must be one of clip, target, got 'mpo'"):
         load_config(None, ["train.objective=mpo"])
-    with pytest.raises(ConfigError, match=r"train.objective: .*needs train.all_options=true"):
+    with pytest.raises(ConfigError, match=r"train.objective: .*needs train.credit.kind=continuation"):
         load_config(None, ["train.objective=target"])
-    q = ["env.game=overcooked", "policy.action_interface=options", "train.advantage=uniform_q",
-         "train.all_options=true", "train.letter_baseline=false"]
+    q = ["env.game=overcooked", "policy.action_interface=options", "train.credit=continuation"]
     with pytest.raises(ConfigError, match=r"train.objective: .*train.kl_coef > 0"):
         load_config(None, [*q, "train.objective=target", "train.kl_coef=0"])
-    assert load_config(None, [*q, "train.objective=target"]).train.objective == "target"
+    with pytest.raises(ConfigError, match=r"train.objective: target needs an explicit distribution"):
+        load_config(None, [*q, "train.objective=target", "policy.decision_mode=sample"])
+    cfg = load_config(None, [*q, "train.objective={kind: target}", "train.credit.burnin=4"])
+    assert cfg.train.objective.kind == "target" and cfg.train.credit.burnin == 4
+    assert cfg.train.credit.horizon == 20 and cfg.train.credit.keys == "state"
 
 
-def test_letter_augment_needs_letter_mode():
-    with pytest.raises(ConfigError, match=r"train.letter_augment: .*needs policy.decision_mode=letter"):
-        load_config(None, ["train.letter_augment=2", "policy.decision_mode=sample"])
-    assert load_config(None, ["train.letter_augment=2"]).train.letter_augment == 2
-    with pytest.raises(ConfigError, match=r"train.letter_baseline: .*needs policy.decision_mode=letter"):
-        load_config(None, ["train.letter_baseline=true", "policy.decision_mode=sample"])
-    with pytest.raises(ConfigError, match=r"train.letter_prior_coef: .*needs policy.decision_mode=letter"):
-        load_config(None, ["train.letter_prior_coef=0.5", "policy.decision_mode=sample"])
-    with pytest.raises(ConfigError, match=r"train.letter_prior_coef: must be >= 0"):
-        load_config(None, ["train.letter_prior_coef=-1"])
+def test_plugins_default_to_the_papers_and_round_trip(tmp_path):
+    cfg = load_config(None)
+    assert (cfg.train.credit.kind, cfg.train.objective.kind) == ("cohort", "clip")
+    assert len(dataclasses.fields(cfg.train)) <= 20
+    q = load_config(None, ["train.credit=continuation", "train.credit.rollouts=4", "train.objective=target"])
+    dump_config(q, tmp_path / "c.yaml")
+    assert load_config(tmp_path / "c.yaml") == q
+
+
+def test_configs_written_before_the_plugins_load_or_say_which_commit_runs_them(tmp_path):
+    """Every run directory's config.yaml of that time lists the old extension keys: at their old
+    defaults they are dropped, the kept variant is translated, a removed one names its commit."""
+    old = {"advantage": "episode", "q_horizon": 20, "q_rollouts": 8, "q_label": "value", "name_critic": "round",
+           "critic_burnin": 0, "critic_keys": "name", "all_options": False, "objective": "clip", "replay_rounds": 0,
+           "letter_augment": 0, "letter_baseline": False, "letter_prior_coef": 0.0, "segment": 0}
+    write = lambda **kw: (tmp_path / "old.yaml").write_text(yaml.safe_dump({"train": {**old, **kw}}))
+    write()
+    assert load_config(tmp_path / "old.yaml").train == load_config(None).train
+    write(advantage="uniform_q", q_rollouts=32, q_label="name", name_critic="pooled", critic_keys="state",
+          critic_burnin=16, all_options=True, objective="target", kl_coef=0.5, segment=30)
+    t = load_config(tmp_path / "old.yaml", ["env.menu_format=letter_last"]).train
+    assert t.credit == ContinuationCredit(horizon=20, rollouts=32, keys="state", burnin=16)
+    assert (t.objective.kind, t.segment) == ("target", 30)
+    for key, value in [("letter_baseline", True), ("letter_augment", 2), ("replay_rounds", 1),
+                       ("letter_prior_coef", 0.5), ("advantage", "reward_to_go")]:
+        write(**{key: value})
+        with pytest.raises(ConfigError, match=rf"train.{key}.*removed on 2026-12-07.*commit 07b3a66"):
+            load_config(tmp_path / "old.yaml")
+    write(advantage="uniform_q", q_label="rank")
+    with pytest.raises(ConfigError, match=r"train.q_label=rank.*removed"):
+        load_config(tmp_path / "old.yaml")
+
+
+def test_reply_scope_needs_letter_mode():
     with pytest.raises(ConfigError, match=r"lora.scope: .*needs policy.decision_mode=letter"):
         load_config(None, ["lora.scope=reply", "policy.decision_mode=sample"])
     assert load_config(None, ["lora.scope=reply"]).lora.scope == "reply"
@@ -125,3 +158,26 @@ def test_segment_fits_the_horizon_and_needs_a_shared_start():
         load_config(None, ["env.horizon=10", "train.segment=20"])
     with pytest.raises(ConfigError, match=r"train.segment: needs the K rollouts of a cohort to start in one state"):
         load_config(None, ["env.game=cleanup", "env.n_agents=7", "env.horizon=150", "train.segment=10"])
+
+
+def test_the_config_reference_is_generated_and_current(capsys):
+    """docs/configs.md is `omjax config --doc`'s output: regenerate it when a field changes."""
+    from omjax.config import config_doc, main
+
+    doc = Path(__file__).resolve().parents[1] / "docs" / "configs.md"
+    assert doc.read_text() == config_doc(), "docs/configs.md is stale: run `omjax config --doc > docs/configs.md`"
+    text = config_doc()
+    for f in dataclasses.fields(Config):
+        assert f"`{f.name}" in text
+    assert "`train.credit.burnin`" in text and "`kind: target`" in text
+    assert main(["config", "--doc"]) == 0 and capsys.readouterr().out == text
+
+
+def test_omjax_config_prints_the_resolved_config_or_one_line(tmp_path, capsys):
+    from omjax.config import main
+
+    assert main(["config", str(CONFIGS[0]), "train.rounds=3"]) == 0
+    assert yaml.safe_load(capsys.readouterr().out)["train"]["rounds"] == 3
+    assert main(["config", str(CONFIGS[0]), "train.credit=gae"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "train.credit.kind: must be one of cohort, continuation" in err

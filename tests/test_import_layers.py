@@ -116,6 +116,27 @@ def test_no_import_cycles():
     assert not cycles, "import cycles:\n" + "\n".join(" -> ".join(c) for c in cycles)
 
 
+def package(module: str) -> str:
+    """omjax.train.rollout -> train; a leaf utility or entry point is its own package."""
+    return module.split(".")[1] if module.count(".") >= 1 and module not in BASE | ENTRY else module
+
+
+def test_no_package_cycles_and_the_models_stand_alone():
+    """Packages import one another one way (no two packages import each other, directly or
+    round a loop), and `omjax.models` needs no other omjax package: a backbone loads and runs
+    without the games, options or prompts."""
+    edges: dict[str, set[str]] = {}
+    for m, e in graph().items():
+        edges.setdefault(package(m), set()).update(package(t) for t, _ in e if package(t) != package(m))
+    reach = {p: set(out) for p, out in edges.items()}
+    for _ in edges:  # transitive closure
+        for p in reach:
+            reach[p] |= set().union(*(reach.get(q, set()) for q in reach[p]))
+    cycles = sorted(p for p in reach if p in reach[p])
+    assert not cycles, f"packages on an import cycle: {cycles}"
+    assert edges["models"] <= BASE, f"omjax.models imports {sorted(edges['models'] - BASE)}"
+
+
 @pytest.mark.parametrize("source, expected", [
     ("from omjax.train import rollout\n", "omjax.train.rollout"),
     ("from . import menu\n", "omjax.options.menu"),

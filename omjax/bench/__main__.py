@@ -5,8 +5,14 @@ import sys
 import omjax.bench as _bench
 
 
+_PARTS = {"flops"}
+"""Modules of the benchmarks that are not benchmarks themselves (`flops`: the analytic FLOP model
+`bench round` prints)."""
+
+
 def _names() -> list[str]:
-    return sorted(m.name for m in pkgutil.iter_modules(_bench.__path__) if not m.name.startswith("_"))
+    return sorted(m.name for m in pkgutil.iter_modules(_bench.__path__)
+                  if not m.name.startswith("_") and m.name not in _PARTS)
 
 
 def main(argv: list[str]) -> int:

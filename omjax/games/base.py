@@ -107,7 +107,7 @@ class Game(abc.ABC):
 
     def snapshot(self, k: int):
         """Episode k's full state now as host pytrees, enough to simulate it on
-        (`train.advantage=uniform_q`); games that cannot be simulated from a copy say so."""
+        (`train.credit: {kind: continuation}`); games that cannot be simulated from a copy say so."""
         raise NotImplementedError(f"{type(self).__name__} keeps no copyable episode state")
 
     def extras(self) -> dict[str, np.ndarray]:

@@ -145,8 +145,6 @@ def parse_emission(reply: str, schema: Schema, instances: Sequence[Instance]) ->
     return Emission(None, "no_such_target", f"{name} has no instance at {target}")
 
 
-OUTPUT_FORMAT = 'Output format: one JSON object on one line, nothing else, e.g.\n{"action": "wait", "args": {}}'
-"""The reply contract of the compound-JSON system messages (it replaces the two-line one)."""
 
 
 def render_vocabulary(schema: Schema, instances: Sequence[Instance] | None = None) -> str:

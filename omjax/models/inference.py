@@ -22,7 +22,6 @@ import jax.numpy as jnp
 import numpy as np
 
 from omjax.models import base
-from omjax.options.menu import letter as menu_letter
 
 # --------------------------------------------------------------------------- padding & buckets
 
@@ -113,7 +112,7 @@ def encode(tokenizer: Any, text: str) -> list[int]:
 # --------------------------------------------------------------------------- menu letters
 
 
-def _letter_ids(tokenizer: Any, letter: str) -> list[int]:
+def letter_ids(tokenizer: Any, letter: str) -> list[int]:
     """Token ids of a menu letter as it follows `choice:` in a reply."""
     return encode(tokenizer, " " + letter)
 
@@ -123,28 +122,11 @@ def letter_token_ids(tokenizer: Any, letters: Sequence[str]) -> list[int]:
     could not score it at a single position."""
     out = []
     for letter in letters:
-        ids = _letter_ids(tokenizer, letter)
+        ids = letter_ids(tokenizer, letter)
         if len(ids) != 1:
             raise ValueError(f"menu letter {letter!r} is {len(ids)} tokens in this tokenizer ({ids}); "
                              "letter mode needs one token per letter (use policy.decision_mode=sample)")
         out.append(int(ids[0]))
-    return out
-
-
-def single_token_letters(tokenizer: Any, n: int) -> list[str]:
-    """The first `n` menu letters (A .. Z, AA, AB, ...) that are one token as `" " + letter`:
-    the labels letter mode can score. Past Z a tokenizer lacks some two-letter tokens (SmolLM2:
-    18 of AA .. DZ), so menus longer than 26 entries take the next letter it has."""
-    out: list[str] = []
-    k = 0
-    while len(out) < n:
-        candidate = menu_letter(k)
-        if len(candidate) > 3:
-            raise ValueError(f"the tokenizer has only {len(out)} single-token menu letters up to ZZZ; "
-                             f"a menu of {n} entries cannot be scored in letter mode (use policy.decision_mode=sample)")
-        if len(_letter_ids(tokenizer, candidate)) == 1:
-            out.append(candidate)
-        k += 1
     return out
 
 

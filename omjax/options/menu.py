@@ -222,15 +222,6 @@ def items_from_ranks(schema: Schema, instances: list[Instance], ranks) -> list[M
                      label(schema, instances[i])) for k, i in enumerate(shown)]
 
 
-def reorder(items: list[MenuItem], order) -> list[MenuItem]:
-    """The same entries relettered: `items[order[j]]` listed under letter j (`order` a
-    permutation of the positions)."""
-    order = [int(j) for j in order]
-    if sorted(order) != list(range(len(items))):
-        raise ValueError(f"order must be a permutation of 0..{len(items) - 1}, got {order}")
-    return [dataclasses.replace(items[j], letter=_letter(k)) for k, j in enumerate(order)]
-
-
 def check_menu_format(menu_format: str) -> None:
     """ValueError naming the known formats unless `menu_format` is one (`env.menu_format`)."""
     if menu_format not in MENU_FORMATS:

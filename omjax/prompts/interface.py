@@ -11,12 +11,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from omjax.interfaces.compound_json import OUTPUT_FORMAT
-
 INTERFACES = ("options", "native", "compound_json")
 """The action interfaces: the option menu (the method) and the §6.1 ablations."""
 
 OPTIONS_MENU_RULE = "The action menu only lists currently-feasible actions. Pick one letter."
+
+OUTPUT_FORMAT = 'Output format: one JSON object on one line, nothing else, e.g.\n{"action": "wait", "args": {}}'
+"""The reply contract of the compound-JSON system messages (it replaces the two-line one;
+`omjax.interfaces.compound_json` parses it)."""
 
 
 def check_interface(interface: str) -> None:

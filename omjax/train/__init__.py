@@ -1,8 +1,10 @@
 """PA-MAGRPO training (paper §5.2, Algorithm 1).
 
 * `grpo`: cohort advantages, clipped surrogate, exact-menu and k3 KL (pure array functions).
-* `update`: the one-agent PPO-clipped update against an abstract policy function, lifted to the
-  adapter bank with `jax.vmap` and jitted (`make_bank_update`).
+* `credit`, `objectives`: the plug-ins `train.credit` and `train.objective` select (the paper's
+  cohort credit and PPO clip by default; the continuation critic and the target objective).
+* `update`: the one-agent update against an abstract policy function, lifted to the adapter
+  bank with `jax.vmap` and jitted (`make_bank_update`).
 * `policy`: LLM policies over menus: `LetterPolicy` (the model's own state label and menu
   letter, one exact joint distribution scored in one forward) and `SamplePolicy` (generated
   two-line replies); per-row adapters and shared-prefix caches gathered from the bank.

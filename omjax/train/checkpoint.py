@@ -43,9 +43,10 @@ class TrainState:
     best_return: jax.Array
     """float32 [] best mean team return of a finished round (-inf before any)."""
     critic: Any = None
-    """`train.name_critic=pooled`: the critic over option names' running statistics, float32
-    [n_keys, 3] (`continuation.name_stats`, keys in `continuation.key_order`'s order for
-    `train.critic_keys`); None otherwise."""
+    """The credit plug-in's critic, where it has one (`train.credit: {kind: continuation}`): the
+    running statistics of the critic over menu-entry keys, float32 [n_keys, 3]
+    (`continuation.name_stats`, keys in `continuation.key_order`'s order for
+    `train.credit.keys`); None otherwise."""
 
 
 MANIFEST = "omjax_manifest.json"

@@ -1,6 +1,6 @@
 """Action values under uniform-random continuation, for Overcooked option decisions.
 
-`train.advantage=uniform_q` (not in the paper; README departure 13) credits each decision with
+`train.credit: {kind: continuation}` (not in the paper; docs/departures.md) credits each decision with
 its own advantage under the uniform menu policy instead of its rollout's team return:
 
     A(s, a) = Q_u(s, a) - V_u(s),   V_u(s) = mean of Q_u(s, o) over the options o the menu shows,
@@ -13,7 +13,7 @@ of a decision (common random numbers), so the options' estimates differ by what 
 more than by the streams. A policy that puts more weight than uniform on options with A > 0 in
 every state does at least as well as uniform picks over the window (policy improvement); a
 frozen base that reads letters, not labels, picks roughly uniformly under the per-decision letter
-shuffle (`experiments/menu_policies.py`).
+shuffle (`experiments/lab/menu_policies.py`).
 
 No LLM runs in a continuation: a decision's values cost `menu size x rollouts x horizon` env
 steps of the jitted, vmapped executor (`estimate`).
@@ -46,9 +46,9 @@ class UniformQ:
 
     def __init__(self, game, horizon: int, rollouts: int):
         if horizon < 1 or rollouts < 1:
-            raise ValueError(f"uniform_q needs horizon >= 1 and rollouts >= 1, got {horizon}, {rollouts}")
+            raise ValueError(f"the continuation credit needs horizon >= 1 and rollouts >= 1, got {horizon}, {rollouts}")
         if getattr(game, "game", None) != "overcooked" or not hasattr(game, "lib") or not hasattr(game, "guards"):
-            raise ValueError("train.advantage=uniform_q needs an Overcooked option-menu game "
+            raise ValueError("train.credit.kind=continuation needs an Overcooked option-menu game "
                              f"(policy.action_interface=options), got {type(game).__name__}")
         self.game, self.horizon, self.rollouts = game, int(horizon), int(rollouts)
         self.lib = game.lib
@@ -108,7 +108,7 @@ class UniformQ:
             shown.append(sh)
         q, shown = np.concatenate(qs), np.concatenate(shown)
         if shown.sum(axis=1).max(initial=0) > MAX_OPTIONS:
-            raise ValueError(f"a menu shows {shown.sum(axis=1).max()} options; uniform_q scores at most {MAX_OPTIONS}")
+            raise ValueError(f"a menu shows {shown.sum(axis=1).max()} options; the continuation credit scores at most {MAX_OPTIONS}")
         return q, shown
 
     def _chunk(self, states, execs, agents, keys):
@@ -139,41 +139,17 @@ def baseline(q: np.ndarray, shown: np.ndarray) -> np.ndarray:
     return (q * shown).sum(axis=1) / np.maximum(shown.sum(axis=1), 1)
 
 
-#: The labels `entry_labels` computes from one menu's Q_u (`train.q_label`, apart from "name").
-ENTRY_LABELS = ("value", "rank", "greedy")
-
-
-def entry_labels(q: np.ndarray, label: str = "value") -> np.ndarray:
-    """[n] the label each of a menu's n entries is credited with, from their Q_u [n].
-
-    "value": Q_u(s, a) - V_u(s) (the module docstring). "rank": the entry's centred rank among
-    the menu's Q_u, (rank - (n - 1) / 2) / (n - 1) in [-1/2, 1/2], ties sharing their mean rank:
-    the rank transform of evolution strategies (Salimans et al. 2017), which bounds every decision's
-    pull whatever the scale of its returns (a continuation that delivers a soup scores ~20x one
-    that does not). "greedy": 1 / m at the m entries of highest Q_u, 0 elsewhere, minus 1 / n:
-    the target of the policy greedy in Q_u. Each sums to zero over the menu; a one-entry menu is 0.
-    """
-    if label not in ENTRY_LABELS:
-        raise ValueError(f"unknown Q_u label {label!r} of one menu; known: {', '.join(ENTRY_LABELS)} "
-                         "(train.q_label=name pools decisions: name_weights)")
+def entry_labels(q: np.ndarray) -> np.ndarray:
+    """[n] the value label Q_u(s, a) - V_u(s) of each of a menu's n entries, from their Q_u [n]
+    (the module docstring); it sums to zero over the menu, and a one-entry menu is 0."""
     q = np.asarray(q, np.float64)
-    n = len(q)
-    if n < 2:
-        return np.zeros(n)
-    if label == "value":
-        return q - q.mean()
-    if label == "greedy":
-        best = q == q.max()
-        return best / best.sum() - 1.0 / n
-    below = (q[None, :] < q[:, None]).sum(axis=1)  # [n] entries strictly lower
-    ties = (q[None, :] == q[:, None]).sum(axis=1)  # [n] including itself
-    return (below + (ties - 1) / 2 - (n - 1) / 2) / (n - 1)
+    return np.zeros(len(q)) if len(q) < 2 else q - q.mean()
 
 
 def name_stats(names: list[list[str]], labels: list[np.ndarray], order: Sequence[str]) -> np.ndarray:
     """The sufficient statistics of the critic over names (`name_weights`): per name of `order`,
     the count, sum and sum of squares of its entries' labels, float64 [len(order), 3]. Adding two
-    sets' statistics gives those of their union (`train.name_critic=pooled`).
+    sets' statistics gives those of their union (the continuation credit's pooled critic).
 
     Args: as `name_weights`; `order` lists every name a menu may hold (a name outside it is an error).
     """
@@ -204,7 +180,7 @@ def weights_from_stats(stats: np.ndarray, order: Sequence[str]) -> tuple[dict[st
 
 def name_weights(names: list[list[str]], labels: list[np.ndarray]) -> tuple[dict[str, float], float, float]:
     """A tabular critic over option names: the mean label of each name over a set of decisions,
-    in units of the sd of all their labels (`train.q_label=name`; `experiments/menu_policies.py`
+    in units of the sd of all their labels (the continuation credit; `experiments/lab/menu_policies.py`
     `name_soft`).
 
     Args:
@@ -260,8 +236,8 @@ def key_order(option_names: tuple[str, ...], by: str = "name") -> tuple[str, ...
 
 def uniform_menus(game, q_values: UniformQ, seeds: Sequence[int],
                   by: str = "name") -> list[tuple[list[str], np.ndarray]]:
-    """A uniform-over-menu burn-in for the critic over names (`train.critic_burnin`;
-    `experiments/menu_policies.py` fits `name_soft` on it): one full episode of `game` per seed,
+    """A uniform-over-menu burn-in for the critic over names (`train.credit.burnin`;
+    `experiments/lab/menu_policies.py` fits `name_soft` on it): one full episode of `game` per seed,
     all stepped together, every agent picking uniformly over its guard-filtered menu (letters
     shuffled from `default_rng([seed, agent])`, picks from `default_rng([seed, 2**20])`). Returns,
     per decision whose menu offers two options or more, its entries' keys (`entry_keys(..., by)`)
@@ -300,7 +276,7 @@ def uniform_menus(game, q_values: UniformQ, seeds: Sequence[int],
 def tilted_weight(p: np.ndarray, w: np.ndarray, beta: float) -> float:
     """sum_j q_j w_j for q proportional to p_j exp(beta w_j) over one menu (p, w [M]): the
     expected weight under the regularised optimum of a policy `p` tilted by the critic's weights
-    at beta = 1 / kl_coef (`name_soft` of `experiments/menu_policies.py` where p is uniform)."""
+    at beta = 1 / kl_coef (`name_soft` of `experiments/lab/menu_policies.py` where p is uniform)."""
     w = np.asarray(w, np.float64)
     q = np.asarray(p, np.float64) * np.exp(beta * (w - w.max()))
     return float(q / q.sum() @ w)

@@ -30,30 +30,6 @@ def group_advantages(returns: jax.Array) -> tuple[jax.Array, jax.Array]:
     return adv, zero_spread
 
 
-def reward_to_go_advantages(rewards: jax.Array) -> tuple[jax.Array, jax.Array]:
-    """Group-relative advantage of a decision taken at step t: the cohort-normalised return
-    from t on, A_{k,t} = (G_{k,t} - mean_k G_{.,t}) / std_k G_{.,t}, G_{k,t} = sum_{u >= t} r_{k,u}.
-
-    Not in the paper (Algorithm 1 credits every decision with the whole return, `group_advantages`,
-    which is this at t = 0). A decision cannot change the rewards paid before it, so leaving them
-    out removes noise and no signal. The baseline at step t is the cohort's mean return from t on,
-    shared by the K rollouts as the paper's cohort mean is (a state-free baseline: where the
-    rollouts' states at t differ, their spread stays in the advantage as noise).
-
-    Args:
-      rewards: [K, T] team reward of each rollout at each env step.
-    Returns:
-      advantages [K, T] (zero at a step where the K returns-to-go are all alike) and
-      zero_spread, a bool scalar: true when that holds at every step (nothing to learn).
-    """
-    rewards = jnp.asarray(rewards, jnp.float32)  # [K, T]
-    to_go = jnp.cumsum(rewards[:, ::-1], axis=1)[:, ::-1]  # [K, T]
-    std = jnp.std(to_go, axis=0)  # [T]
-    flat = std <= ZERO_SPREAD_TOL  # [T]
-    adv = jnp.where(flat, 0.0, (to_go - jnp.mean(to_go, axis=0)) / jnp.where(flat, 1.0, std))  # [K, T]
-    return adv, jnp.all(flat)
-
-
 def masked_mean(x: jax.Array, mask: jax.Array) -> jax.Array:
     """Mean of x over entries where mask is true; 0 when nothing is valid."""
     mask = mask.astype(x.dtype)
@@ -81,35 +57,10 @@ def clipped_surrogate(
     return loss, ratio, was_clipped
 
 
-def all_options_surrogate(dist: jax.Array, old_dist: jax.Array, dist_mask: jax.Array, option_advantage: jax.Array,
-                          clip_eps: float) -> tuple[jax.Array, jax.Array]:
-    """The clipped surrogate in expectation over every entry of an explicit menu distribution
-    instead of at the one sampled: -sum_a pi_old(a) min(rho_a A_a, clip(rho_a, 1-eps, 1+eps) A_a),
-    rho_a = pi(a) / pi_old(a) (`train.all_options`). `clipped_surrogate` at a draw a ~ pi_old is an
-    unbiased one-sample estimate of it; where every entry's advantage is known
-    (`train.advantage=uniform_q`) this removes the noise of which entry was drawn.
-
-    Args:
-      dist, old_dist: [B, N] normalised log-probs over the N entries (letter mode: state label x
-        menu slot) under the adapter being trained and the one the update started from.
-      dist_mask: [B, N] which entries are real.
-      option_advantage: [B, N] advantage of each entry.
-    Returns:
-      loss [B] and the share of the old policy's probability mass whose clipped branch is active [B].
-    """
-    ratio = jnp.exp(jnp.where(dist_mask, dist - old_dist, 0.0))  # [B, N]
-    clipped_obj = jnp.clip(ratio, 1.0 - clip_eps, 1.0 + clip_eps) * option_advantage
-    obj = jnp.minimum(ratio * option_advantage, clipped_obj)
-    weight = jnp.where(dist_mask, jnp.exp(old_dist), 0.0)  # [B, N]
-    loss = -jnp.sum(weight * obj, axis=-1)
-    clipped = jnp.sum(weight * (clipped_obj < ratio * option_advantage), axis=-1)
-    return loss, clipped
-
-
 def target_kl(dist: jax.Array, ref_dist: jax.Array, dist_mask: jax.Array, option_advantage: jax.Array,
               kl_coef: float) -> jax.Array:
     """KL(pi* || pi_theta) to the KL-regularised optimum pi*(a) ∝ pi_ref(a) exp(A_a / kl_coef) of
-    E_pi[A] - kl_coef KL(pi || pi_ref) over an explicit menu distribution (`train.objective=target`).
+    E_pi[A] - kl_coef KL(pi || pi_ref) over an explicit menu distribution (`train.objective: {kind: target}`).
 
     Not in the paper, whose loss is the clipped surrogate. Both have pi* as their fixed point
     when every entry's advantage is known, but the surrogate's gradient in the logits,
@@ -152,7 +103,7 @@ def kl_exact(logp_dist: jax.Array, ref_logp_dist: jax.Array, dist_mask: jax.Arra
 
 def letter_marginal_kl(logp_dist: jax.Array, dist_mask: jax.Array, valid: jax.Array) -> jax.Array:
     """KL(m || u) between the policy's letter marginal m over a batch of letter-mode decisions
-    and the uniform marginal u (`train.letter_prior_coef`).
+    and the uniform marginal u (the update's `letter_kl` diagnostic).
 
     m(l) is the mean over the valid decisions of pi(l | o_d); u(l) the mean of 1 / n_d over the
     decisions whose menu has a slot l (n_d menu entries). Under the per-decision letter shuffle a

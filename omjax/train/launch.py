@@ -2,7 +2,9 @@
 the game registry and the model files, the run directory, and how failures are reported.
 
 Every failure a user can fix is one line naming the key or file (exit code 2; `--debug` shows
-the traceback); an engine worker crash is one line naming where it happened (exit code 1);
+the traceback), running out of device memory included (`omjax.train.oom`: a plan whose estimate
+cannot fit is refused before the model loads; XLA's RESOURCE_EXHAUSTED is one line); an engine
+worker crash is one line naming where it happened (exit code 1);
 Ctrl-C abandons the current round and prints the resume command (exit code 130).
 """
 
@@ -21,6 +23,7 @@ from omjax.envs.meltingpot.workers import RolloutWorkerError
 from omjax.games.registry import check_env
 from omjax.jax_cache import enable_compilation_cache
 from omjax.models.loader import ModelFileError, check_model
+from omjax.train import oom
 from omjax.train.checkpoint import CheckpointError
 from omjax.train.trainer import RunInterrupted, Trainer, read_group
 
@@ -70,9 +73,11 @@ def train(cfg: Config, seeds: list[int] | None, resume: bool, overwrite: bool, c
     `run.out_dir` every host must see); the command's exit code."""
     if hosts is not None:
         jax.distributed.initialize(*hosts)
+    estimate = None
     try:
         seeds = group_seeds(cfg, seeds, resume)
         preflight(cfg)
+        estimate = oom.check_plan(cfg, seeds)  # a plan that cannot fit is refused before the model loads
         if not resume and jax.process_index() == 0:
             claim_run_dir(Path(cfg.run.out_dir), overwrite)
         if hosts is not None:  # the other hosts start once the first has claimed the shared directory
@@ -110,6 +115,11 @@ def train(cfg: Config, seeds: list[int] | None, resume: bool, overwrite: bool, c
     except KeyboardInterrupt:
         print("\nomjax train: interrupted before the first round started; nothing was written", file=sys.stderr)
         return EXIT_INTERRUPTED
+    except Exception as err:  # XLA's RESOURCE_EXHAUSTED: one line instead of its allocation dump
+        if debug or not oom.out_of_memory(err):
+            raise
+        print(f"omjax train: {oom.oom_line(oom.phase_of(err), err, estimate, oom.device_memory())}", file=sys.stderr)
+        return EXIT_ERROR
     for run_dir, rows in zip(trainer.run_dirs, runs):
         if rows:
             print(f"first round team return {rows[0]['team_return_mean']:.2f}, "

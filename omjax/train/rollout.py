@@ -37,7 +37,7 @@ from omjax.config import PolicyConfig
 from omjax.games.base import Game
 from omjax.models import inference
 from omjax.models.base import Trunk
-from omjax.options.menu import MenuItem, reorder
+from omjax.options.menu import MenuItem, letter as menu_letter
 from omjax.prompts import Memory, format_reply, parse_reply, render_chat
 from omjax.train.policy import Branches, LetterPolicy, SamplePolicy, assistant_prefix, make_branches, pack_branches
 from omjax.train.sharding import Placement
@@ -49,16 +49,21 @@ _USER = "\x00user\x00"
 _PROBES = ("You are", "\n", " -", "[")
 
 
-@dataclasses.dataclass
-class Variant:
-    """The same decision under another lettering of its menu (`train.letter_augment`)."""
-
-    prompt_ids: list[int]
-    menu: list[MenuItem]
-    action: int
-    """Position of the chosen entry in this `menu`."""
-    order: np.ndarray | None = None
-    """int [len(menu)]: this `menu` lists the decision's entry `order[j]` under letter j."""
+def single_token_letters(tokenizer: Any, n: int) -> list[str]:
+    """The first `n` menu letters (A .. Z, AA, AB, ...) that are one token as `" " + letter`:
+    the labels letter mode can score. Past Z a tokenizer lacks some two-letter tokens (SmolLM2:
+    18 of AA .. DZ), so menus longer than 26 entries take the next letter it has."""
+    out: list[str] = []
+    k = 0
+    while len(out) < n:
+        candidate = menu_letter(k)
+        if len(candidate) > 3:
+            raise ValueError(f"the tokenizer has only {len(out)} single-token menu letters up to ZZZ; "
+                             f"a menu of {n} entries cannot be scored in letter mode (use policy.decision_mode=sample)")
+        if len(inference.letter_ids(tokenizer, candidate)) == 1:
+            out.append(candidate)
+        k += 1
+    return out
 
 
 @dataclasses.dataclass
@@ -90,19 +95,17 @@ class Decision:
     """float [len(prompt_ids) + branch tokens, D]: the frozen trunk's residual stream at the
     prompt's tokens, then at each state branch's tokens in order, when the rollout kept it
     (`collect(..., keep_trunk=True)`); the update starts from it instead of recomputing it."""
-    variants: list[Variant] = dataclasses.field(default_factory=list)
-    """Relettered copies the update also scores (`collect(..., augment=n)`)."""
     snapshot: Any = None
     """(env state, executor state) of the decision's episode when it was asked, host pytrees,
     when the rollout kept them (`collect_group(..., snapshots=True)`; `Game.snapshot`)."""
     advantage: float | None = None
-    """The decision's own advantage, where the trainer credits decisions one by one
-    (`train.advantage=uniform_q`; `update_inputs(advantages=None)`)."""
+    """The decision's own advantage, where the credit plug-in credits decisions one by one
+    (`train.credit: {kind: continuation}`; `update_inputs(advantages=None)`)."""
     option_advantages: np.ndarray | None = None
-    """[len(menu)] the advantage of every entry of `menu` (`train.all_options`)."""
+    """[len(menu)] the advantage of every entry of `menu`, where the credit gives them."""
     keys: list[str] | None = None
-    """[len(menu)] the key the critic over names credited each entry under (`train.q_label=name`,
-    `continuation.entry_keys`), kept so a replayed decision needs no snapshot to be re-credited."""
+    """[len(menu)] the key the critic credited each entry under (`continuation.entry_keys`),
+    written with the decision for the audits."""
 
 
 @dataclasses.dataclass
@@ -157,8 +160,6 @@ class Request:
     """Draws the menu position when a reply does not parse (`on_parse_failure: random`)."""
     branches: Branches | None = None
     """Letter mode: the state branches to score."""
-    variants: list[tuple[list[int], list[MenuItem], np.ndarray]] = dataclasses.field(default_factory=list)
-    """Relettered copies: (prompt ids, menu, order), entry j of the menu being `menu[order[j]]`."""
 
 
 @dataclasses.dataclass
@@ -197,6 +198,10 @@ def letter_shape(menus: list[list[MenuItem]], branches: list[Branches]) -> tuple
             inference.pow2_at_least(max(len(m) for m in menus), 8))
 
 
+FIXED_TOKEN_GRID = 128
+"""`policy.decide_shapes=fixed`: prompt lengths (after the shared prefix) round up to this grid."""
+
+
 class Decider:
     """Turns pending requests into menu positions with one batched backbone call."""
 
@@ -210,6 +215,12 @@ class Decider:
         self._alphabet: list[str] = []
         self._branches: dict[tuple, Branches] = {}
         self._prefix_ids: dict[str, list[int]] = {}
+        mode = cfg.decide_shapes
+        on_accelerator = jax.default_backend() != "cpu"
+        self.fixed_shapes = self.letter_mode and (mode == "fixed" or (mode == "auto" and on_accelerator))
+        """`policy.decide_shapes` resolved: letter-mode calls at the run's high-water shapes."""
+        self.high_water = (0, 0, 0, 0)
+        """`fixed_shapes`: (rows, prompt tokens, branch width, menu width) the calls so far were padded to."""
 
     def encode(self, text: str) -> list[int]:
         return inference.encode(self.tokenizer, text)
@@ -261,11 +272,11 @@ class Decider:
     def labelled(self, menu: list[MenuItem]) -> list[MenuItem]:
         """The menu as this policy shows it. Games letter entry k with `menu.letter(k)`; letter
         mode needs every letter to be one token, so past Z entry k takes the tokenizer's k-th
-        single-token letter instead (`inference.single_token_letters`; A .. Z are unchanged)."""
+        single-token letter instead (`single_token_letters`; A .. Z are unchanged)."""
         if not self.letter_mode or len(menu) <= 26:
             return menu
         if len(self._alphabet) < len(menu):
-            self._alphabet = inference.single_token_letters(self.tokenizer, len(menu))
+            self._alphabet = single_token_letters(self.tokenizer, len(menu))
         return [it if it.letter == self._alphabet[k] else dataclasses.replace(it, letter=self._alphabet[k])
                 for k, it in enumerate(menu)]
 
@@ -275,8 +286,18 @@ class Decider:
             self._letter_ids.update(zip(missing, inference.letter_token_ids(self.tokenizer, missing)))
         return [self._letter_ids[l] for l in letters]
 
+    def _fixed_shape(self, seqs: list[list[int]], requests: list[Request], capacity: int) -> tuple[int, int, tuple]:
+        """(rows, prompt length, letter shape) of a `fixed_shapes` call: the high-water marks,
+        raised to what these requests need (rows to every decision the step could hold)."""
+        n_labels, width, menu = letter_shape([r.menu for r in requests], [r.branches for r in requests])
+        rows = inference.pow2_at_least(max(capacity, len(requests)))
+        length = -(-max(map(len, seqs)) // FIXED_TOKEN_GRID) * FIXED_TOKEN_GRID
+        self.high_water = tuple(max(a, b) for a, b in zip(self.high_water, (rows, length, width, menu)))
+        rows, length, width, menu = self.high_water
+        return rows, length, (n_labels, width, menu)
+
     def decide(self, base: Any, bank: Any, requests: list[Request], keys: jax.Array,
-               prefix: Prefix | None = None, keep_trunk: bool = False) -> list[Outcome]:
+               prefix: Prefix | None = None, keep_trunk: bool = False, capacity: int = 0) -> list[Outcome]:
         """One outcome per request; `keys` [len(requests)] are the requests' own sampling keys.
         With `prefix` (from `prefill` under this `bank`) each prompt runs after the cached
         prefix; without, whole; the decisions are the same. `keep_trunk` (letter mode, a policy
@@ -285,7 +306,9 @@ class Decider:
         and lengths to the `inference.bucket` grid: every new shape compiles the whole backbone
         (tens of seconds on a CPU), so a round's calls share few shapes, while a row wastes at
         most a quarter of its compute on padding. In letter mode, prompts of very different
-        lengths go to the backbone in up to four calls (`inference.length_groups`)."""
+        lengths go to the backbone in up to four calls (`inference.length_groups`). Under
+        `fixed_shapes` (`policy.decide_shapes`) there is one call, at the high-water shapes
+        (`capacity`: the most requests a call of this run can hold)."""
         prompts = [self.encode(r.prompt) for r in requests]
         seqs = prompts if prefix is None else inference.strip_prefix(prompts, prefix.ids)
         caches = None if prefix is None else prefix.caches
@@ -299,17 +322,25 @@ class Decider:
                 raise ValueError("keep_trunk needs the prefix's trunk: Decider.prefill(..., keep_trunk=True)")
         # Sample mode stays one call: its generation loop streams every weight once per token.
         extra = max(len(r.branches.tokens) * r.branches.width for r in requests) if self.letter_mode else 0
-        groups = inference.length_groups([len(s) for s in seqs], extra) if self.letter_mode else [np.arange(len(seqs))]
+        shape = None
+        if self.fixed_shapes:
+            groups = [np.arange(len(seqs))]
+            fixed_rows, length, shape = self._fixed_shape(seqs, requests, capacity)
+        elif self.letter_mode:
+            groups = inference.length_groups([len(s) for s in seqs], extra)
+        else:
+            groups = [np.arange(len(seqs))]
         out: list[Outcome | None] = [None] * len(requests)
         for group in groups:
-            rows = inference.pow2_at_least(len(group))
-            tokens, mask = inference.left_pad([seqs[j] for j in group], pad_id=self.pad_id, rows=rows)
+            rows = fixed_rows if shape else inference.pow2_at_least(len(group))
+            tokens, mask = inference.left_pad([seqs[j] for j in group], length if shape else None, pad_id=self.pad_id,
+                                              rows=rows)
             index = np.zeros(rows, np.int32)
             index[: len(group)] = [requests[j].adapter for j in group]
             sub_keys = _pad_keys(keys[jnp.asarray(group)], rows)
             if self.letter_mode:
                 done = self._letters(base, bank, index, [requests[j] for j in group], [prompts[j] for j in group],
-                                     tokens, mask, sub_keys, caches, head)
+                                     tokens, mask, sub_keys, caches, head, shape)
             else:
                 done = self._sample(base, bank, index, [requests[j] for j in group], [prompts[j] for j in group],
                                     tokens, mask, sub_keys, caches)
@@ -335,10 +366,11 @@ class Decider:
         return {"tokens": np.concatenate([tokens, block], axis=1), "mask": np.concatenate([mask, segments], axis=1),
                 "label_mask": label_mask, "end": end, "letters": letters, "menu_mask": menu_mask}
 
-    def _letters(self, base, bank, index, requests, prompts, tokens, mask, keys, caches, head):
-        """`head`: None, or the prefix's trunk [S, D] (then each outcome keeps its trunk)."""
+    def _letters(self, base, bank, index, requests, prompts, tokens, mask, keys, caches, head, shape=None):
+        """`head`: None, or the prefix's trunk [S, D] (then each outcome keeps its trunk);
+        `shape`: the letter shape to pad to (default: what these requests need)."""
         branches = [r.branches for r in requests]
-        inputs = self.letter_inputs([r.menu for r in requests], branches, tokens, mask)
+        inputs = self.letter_inputs([r.menu for r in requests], branches, tokens, mask, shape)
         width = inputs["label_mask"].shape[2]
         inputs = {name: x[:, None] for name, x in inputs.items()}  # one decision per row
         state, action, logp, hidden = self.policy.decide(  # [rows, 1], hidden [rows, 1, T + L*W, D]
@@ -395,7 +427,7 @@ def episode_seed(seed: int, round_idx: int, rollout: int) -> int:
 
 
 def burnin_seed(seed: int, episode: int) -> int:
-    """Seed of the critic's burn-in episode `episode` (`train.critic_burnin`), from the run seed:
+    """Seed of the critic's burn-in episode `episode` (`train.credit.burnin`), from the run seed:
     a stream apart from `episode_seed`'s (a 32-bit draw, as theirs)."""
     return int(np.random.SeedSequence([seed, episode], spawn_key=(1,)).generate_state(1)[0])
 
@@ -451,31 +483,28 @@ def walk_entry(menu: list[MenuItem], rng: np.random.Generator) -> MenuItem:
 def collect(game: Game, decider: Decider, base: Any, bank: Any, n_rollouts: int, key: jax.Array,
             seed: int, round_idx: int, progress: bool = False,
             on_step: Callable[[Game], None] | None = None, episodes: list[int] | None = None,
-            keep_trunk: bool = False, augment: int = 0) -> RolloutBatch:
+            keep_trunk: bool = False) -> RolloutBatch:
     """Run `n_rollouts` joint episodes under the current bank (Algorithm 1, lines 2-5);
     `on_step(game)` runs after every env step (the evaluation recorder). `episodes` (default:
     `episode_seed(seed, round_idx, k)`, the training seeds) sets each episode's seed directly,
     so held-out evaluation seeds (10000, 10001, ...) can run as one batch. `keep_trunk`: each
-    decision keeps its frozen trunk for the update (`Decision.trunk`). `augment`: each
-    decision also keeps that many relettered copies of itself (`Decision.variants`)."""
+    decision keeps its frozen trunk for the update (`Decision.trunk`)."""
     n_adapters = jax.tree.leaves(bank)[0].shape[0]
     return collect_group(game, decider, base, bank, n_rollouts, key[None], [seed], round_idx, n_adapters,
-                         progress, on_step, episodes, keep_trunk, augment)[0]
+                         progress, on_step, episodes, keep_trunk)[0]
 
 
 def collect_group(game: Game, decider: Decider, base: Any, bank: Any, n_rollouts: int, keys: jax.Array,
                   seeds: list[int], round_idx: int, adapters_per_seed: int, progress: bool = False,
                   on_step: Callable[[Game], None] | None = None,
                   episodes: list[int] | None = None, keep_trunk: bool = False,
-                  augment: int = 0, starts: list[int] | None = None,
+                  starts: list[int] | None = None,
                   steps: int | None = None, snapshots: bool = False) -> list[RolloutBatch]:
     """The K = `n_rollouts` joint episodes of every seed, stepped together (one batched backbone
     call per env step over all seeds' pending decisions); the game runs S x K episodes, `keys`
     [S] are the seeds' round keys and `bank` their S x `adapters_per_seed` adapters. Returns one
     `RolloutBatch` per seed, its rollouts numbered 0 .. K-1. `episodes` [S x K] overrides the
-    episode seeds (default `episode_seed(seed, round_idx, k)`); `keep_trunk` and `augment` as
-    in `collect`. The relettering orders come from their own per-episode, per-agent streams, so
-    a rollout's decisions are the same with or without them.
+    episode seeds (default `episode_seed(seed, round_idx, k)`); `keep_trunk` as in `collect`.
 
     `starts` [S] and `steps` play segments (module docstring): seed slot s's K episodes reach
     their root with `starts[s]` steps of walking picks (uniform over the menu's entries, drawn
@@ -500,9 +529,6 @@ def collect_group(game: Game, decider: Decider, base: Any, bank: Any, n_rollouts
     game.reset(episodes)
     memories = [[Memory(cfg.memory_macros, cfg.reward_window) for _ in range(n)] for _ in range(total)]
     letter_rngs = [[np.random.default_rng([e, i]) for i in range(n)] for e in episodes]
-    if augment and not decider.letter_mode:
-        raise ValueError("augment reletters scored menus: it needs letter mode")
-    augment_rngs = [[np.random.default_rng([e, i, 1 << 21]) for i in range(n)] for e in episodes] if augment else []
     fallback_rngs = [np.random.default_rng([s, round_idx, 1 << 20]) for s in seeds]
     walk_rngs = [walk_rng(s, round_idx) for s in seeds]
     rewards = np.zeros((total, steps))
@@ -541,37 +567,27 @@ def collect_group(game: Game, decider: Decider, base: Any, bank: Any, n_rollouts
                 if not menu:
                     raise RuntimeError(f"rollout {k}, agent {i}, step {t}: the menu is empty")
                 prompt = decider.prompt(system, game.user_message(k, i, menu, memories[k][i]))
-                variants = []
-                for _ in range(augment):
-                    order = augment_rngs[k][i].permutation(len(menu))
-                    other = decider.labelled(reorder(menu, order))
-                    text = decider.prompt(system, game.user_message(k, i, other, memories[k][i]))
-                    variants.append((decider.encode(text), other, order))
                 parse = functools.partial(game.parse_choice, k, i, menu)
                 # A shared adapter (one per seed) serves every agent: agent % 1 == 0.
                 requests.append(Request(k, i, menu, prompt, game.fallback(k, i, menu), parse,
                                         adapter=slot * adapters_per_seed + i % adapters_per_seed,
                                         rng=fallback_rngs[slot],
-                                        branches=decider.state_branches(game, k, i) if decider.letter_mode else None,
-                                        variants=variants))
+                                        branches=decider.state_branches(game, k, i) if decider.letter_mode else None))
         if requests:
             asked = np.array([(r.rollout, r.agent) for r in requests])  # [R, 2]
             keys_t = _decision_keys(keys, jnp.asarray(asked[:, 0] // n_rollouts, jnp.int32),
                                     jnp.asarray(asked[:, 0] % n_rollouts, jnp.int32),
                                     jnp.asarray(asked[:, 1], jnp.int32), jnp.int32(t))
-            results = decider.decide(base, bank, requests, keys_t, prefix, keep_trunk)
+            results = decider.decide(base, bank, requests, keys_t, prefix, keep_trunk, capacity=total * n)
             for req, out in zip(requests, results):
                 item = req.menu[out.action]
                 choices[req.rollout, req.agent] = item.index
                 memories[req.rollout][req.agent].decided(item.opt)
                 slot, local = divmod(req.rollout, n_rollouts)
-                variants = [Variant(ids, other, int(np.flatnonzero(order == out.action)[0]), order)
-                            for ids, other, order in req.variants]
                 step = t - int(start_of[req.rollout])
                 decisions[slot].append(Decision(local, req.agent, step, out.prompt_ids, out.reply_ids, out.reply,
                                                 req.menu, out.action, out.logp, out.parsed, req.branches, out.state,
-                                                out.trunk, variants,
-                                                game.snapshot(req.rollout) if snapshots else None))
+                                                out.trunk, game.snapshot(req.rollout) if snapshots else None))
         reward = game.step(choices)
         if on_step is not None:
             on_step(game)
@@ -608,19 +624,9 @@ def decision_record(d: Decision, round_idx: int) -> dict:
 # Update batches
 
 
-def _reordered(option_advantages: np.ndarray | None, variant: Variant) -> np.ndarray | None:
-    """A decision's per-entry advantages listed in the order of its relettered `variant`."""
-    if option_advantages is None:
-        return None
-    if variant.order is None:
-        raise ValueError("a relettered copy without its order cannot carry per-entry advantages")
-    return np.asarray(option_advantages)[np.asarray(variant.order)]
-
-
 def update_inputs(decisions: list[Decision], policy: LetterPolicy | SamplePolicy, decider: Decider,
                   advantages: np.ndarray | None, n_groups: int, group_of: Callable[[Decision], int],
-                  minibatch_size: int, min_rows: int = 0, min_tokens: int = 0,
-                  letter_baseline: bool = False) -> DecisionBatch:
+                  minibatch_size: int, min_rows: int = 0, min_tokens: int = 0) -> DecisionBatch:
     """Per-adapter padded decision arrays for the vmapped update: a `DecisionBatch` of
     [G, B, ...] leaves.
 
@@ -632,30 +638,17 @@ def update_inputs(decisions: list[Decision], policy: LetterPolicy | SamplePolicy
     decision kept its frozen trunk (`Decision.trunk`), the inputs carry it (`inputs["trunk"]`,
     laid out as the tokens are) and the update does not recompute it.
 
-    Relettered copies (`Decision.variants`) are rows of their own, right after their decision,
-    with its advantage and state; the rollout never scored them, so a batch holding any leaves
-    `old_logp` None (the update scores every row under the adapter it starts from).
-
-    `advantages` is [R] (one per rollout: `decision.rollout` indexes it), [R, T] (one per
-    rollout and env step, `train.advantage=reward_to_go`: `decision.step` indexes its columns)
-    or None (each decision's own `Decision.advantage`, `train.advantage=uniform_q`).
-    `letter_baseline`: each row's advantage less the mean over the adapter's rows that picked
-    the same letter (`train.letter_baseline`). When every decision carries the advantage of each
-    menu entry (`Decision.option_advantages`, letter mode), the batch does too
+    `advantages` is [R] (one per rollout: `decision.rollout` indexes it; the cohort credit) or
+    None (each decision's own `Decision.advantage`). When every decision carries the advantage
+    of each menu entry (`Decision.option_advantages`, letter mode), the batch does too
     (`DecisionBatch.option_advantage` [G, B, menu slots]).
     """
     if advantages is None:
         if any(d.advantage is None for d in decisions):
             raise ValueError("advantages=None takes each decision's own advantage, but some have none")
-    elif advantages.ndim not in (1, 2):
-        raise ValueError(f"advantages must be [rollouts] or [rollouts, steps], got shape {advantages.shape}")
-    own, per_step = advantages is None, advantages is not None and advantages.ndim == 2
-    relettered = any(d.variants for d in decisions)
-    if relettered:
-        decisions = [row for d in decisions for row in (
-            d, *(dataclasses.replace(d, prompt_ids=v.prompt_ids, menu=v.menu, action=v.action, trunk=None,
-                                     variants=[], option_advantages=_reordered(d.option_advantages, v))
-                 for v in d.variants))]
+    elif advantages.ndim != 1:
+        raise ValueError(f"advantages must be [rollouts], got shape {advantages.shape}")
+    own = advantages is None
     groups: list[list[Decision]] = [[] for _ in range(n_groups)]
     for d in decisions:
         groups[group_of(d)].append(d)
@@ -674,10 +667,7 @@ def update_inputs(decisions: list[Decision], policy: LetterPolicy | SamplePolicy
     per_group = []
     for gi, g in enumerate(groups):
         tokens, mask = inference.left_pad(seqs[gi], length, decider.pad_id, rows=b)
-        adv[gi, : len(g)] = [d.advantage if own else advantages[d.rollout, d.step] if per_step
-                             else advantages[d.rollout] for d in g]
-        if letter_baseline:
-            adv[gi, : len(g)] -= letter_means(adv[gi, : len(g)], [d.menu[d.action].letter for d in g])
+        adv[gi, : len(g)] = [d.advantage if own else advantages[d.rollout] for d in g]
         old[gi, : len(g)] = [d.logp for d in g]
         for j, d in enumerate(g if all_options else ()):
             option_adv[gi, j, : len(d.menu)] = d.option_advantages
@@ -697,15 +687,7 @@ def update_inputs(decisions: list[Decision], policy: LetterPolicy | SamplePolicy
     inputs = {name: np.stack([one[name] for one in per_group]) for name in per_group[0]}
     if kept:
         inputs["trunk"] = Trunk(hidden=inputs["trunk"], extras={}, n_layers=policy.frozen_layers)
-    return DecisionBatch(inputs=inputs, advantage=adv, valid=valid, old_logp=None if relettered else old,
-                         option_advantage=option_adv)
-
-
-def letter_means(advantage: np.ndarray, letters: list[str]) -> np.ndarray:
-    """[N] the mean of `advantage` [N] over the rows whose letter is each row's own."""
-    _, which = np.unique(np.asarray(letters), return_inverse=True)
-    sums = np.bincount(which, weights=advantage)
-    return (sums / np.bincount(which))[which].astype(advantage.dtype)
+    return DecisionBatch(inputs=inputs, advantage=adv, valid=valid, old_logp=old, option_advantage=option_adv)
 
 
 def _trunk_rows(group: list[Decision], rows: int, length: int, width: int) -> np.ndarray:

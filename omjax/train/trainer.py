@@ -3,9 +3,11 @@
     trainer = Trainer(load_config("configs/quickstart_overcooked_smollm2.yaml"))
     rows = trainer.run()            # or trainer.run(resume=True) to continue a killed run
 
-One round: collect K joint rollouts under the current bank; normalise their team returns within
-the cohort; take E PPO-clipped epochs per adapter over its own decisions (one jitted call,
-vmapped over adapters); write metrics, decisions and a checkpoint.
+One round reads collect -> credit -> update: collect K joint rollouts under the current bank;
+credit each decision (`train.credit`, `omjax.train.credit`; the paper's: the rollout's team return
+normalised within the cohort); take E epochs of the objective (`train.objective`,
+`omjax.train.objectives`; the paper's: PPO clip + KL) per adapter over its own decisions (one
+jitted call over the bank); write metrics, decisions and a checkpoint.
 
 Several training seeds train in one process as a group (`Trainer(cfg, seeds=[0, 1, 2])`, CLI
 `--seeds 0-2`): one frozen base, an adapter bank of S x A adapters (seed slot s owns rows
@@ -22,8 +24,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import json
-import os
-import pickle
 import signal
 import time
 from collections.abc import Sequence
@@ -43,20 +43,15 @@ from omjax.models import load, memory_estimate
 from omjax.models import loader
 from omjax.models import lora as lora_lib
 from omjax.options.libraries import LIBRARY_FILE, library_record, resolve_library, write_library_record
-from omjax.train import continuation, grpo
 from omjax.train.checkpoint import Checkpointer, TrainState
-from omjax.train.continuation import UniformQ
+from omjax.train.credit import CohortCreditor, make_credit
 from omjax.train.metrics import MetricsLog, plot_learning_curve, write_jsonl_atomic
 from omjax.train.policy import LetterPolicy, SamplePolicy
 from omjax.train.sharding import Placement, device_bytes_limit, model_axis, staging_device, to_host
-from omjax.train.rollout import (Decider, Decision, RolloutBatch, burnin_seed, collect_group, decision_record,
-                                 segment_start, update_inputs)
+from omjax.train.rollout import Decider, RolloutBatch, collect_group, decision_record, segment_start, update_inputs
 from omjax.train.update import (UpdateSettings, active_minibatches, init_opt_state, make_bank_update,
                                 make_optimizer)
 
-
-_advantages = jax.jit(grpo.group_advantages)
-_advantages_to_go = jax.jit(grpo.reward_to_go_advantages)
 
 ESTIMATE_TOKENS = 768
 """Sequence length the memory estimate assumes when `train.update_tokens` does not fix one (the
@@ -115,49 +110,9 @@ def make_policy(cfg: Config, model: Any, lora_cfg: LoRAConfig) -> LetterPolicy |
 
 def write_decisions(run_dir: Path, batch: RolloutBatch, r: int) -> None:
     """Every decision of round r to `run_dir/decisions/round_XXXX.jsonl` (`run.save_decisions`;
-    read by the audits and `experiments/idle_picks.py`)."""
+    read by the audits and `experiments/lab/idle_picks.py`)."""
     (run_dir / "decisions").mkdir(parents=True, exist_ok=True)
     write_jsonl_atomic(run_dir / "decisions" / f"round_{r:04d}.jsonl", [decision_record(d, r) for d in batch.decisions])
-
-
-REPLAY_DIR = "replay"
-"""`train.replay_rounds`: in a run directory, each round's decisions the later updates refit."""
-
-
-def replay_path(run_dir: str | Path, r: int) -> Path:
-    return Path(run_dir) / REPLAY_DIR / f"round_{r:04d}.pkl"
-
-
-def write_replay(run_dir: Path, r: int, decisions: list[Decision], keep_from: int) -> None:
-    """Round r's decisions (`replay_entry`) to `replay_path` via a temp file and rename, and
-    delete the files of rounds before `keep_from` (no round a resume can restart from needs them)."""
-    path = replay_path(run_dir, r)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "wb") as f:
-        pickle.dump(decisions, f, protocol=pickle.HIGHEST_PROTOCOL)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-    for old in path.parent.glob("round_*.pkl"):
-        if int(old.stem.split("_")[1]) < keep_from:
-            old.unlink()
-
-
-def read_replay(run_dir: Path, r: int, replay_rounds: int) -> list[Decision]:
-    path = replay_path(run_dir, r)
-    if not path.is_file():
-        raise FileNotFoundError(f"train.replay_rounds={replay_rounds} refits round {r}'s decisions, but {path} is "
-                                "missing: this run cannot resume with replay (its rounds were trained without it, "
-                                "or the file was deleted)")
-    with open(path, "rb") as f:
-        return pickle.load(f)
-
-
-def replay_entry(decisions: list[Decision]) -> list[Decision]:
-    """What the replay buffer keeps of a round's decisions: all but the env snapshots (the
-    critic's continuations ran already; the kept trunk stays, so a refit needs no prompt pass)."""
-    return [dataclasses.replace(d, snapshot=None) for d in decisions]
 
 
 def summarize_update(metrics: Any) -> dict:
@@ -222,21 +177,21 @@ class Trainer:
                                                                   cfg.policy.action_interface)
         self.decider = Decider(self.policy, self.model.tokenizer, cfg.policy)
         self.decider.placement = self.placement
-        self.q_values = (UniformQ(self.game, cfg.train.q_horizon, cfg.train.q_rollouts)
-                         if cfg.train.advantage == "uniform_q" else None)
-        """`train.advantage=uniform_q`: the continuation estimator of each decision's advantage."""
+        self.credit = make_credit(cfg, self.game)
+        """The credit plug-in (`train.credit`): what each decision of a round is credited with."""
+        self._cohort = self.credit if isinstance(self.credit, CohortCreditor) else CohortCreditor(cfg, self.game)
+        """The paper's credit, which a frozen-base run's metrics rows report."""
         self.keep_trunk = (cfg.train.reuse_trunk and cfg.train.train and self.decider.letter_mode
-                           and self.policy.keeps_trunk and not cfg.train.letter_augment)
+                           and self.policy.keeps_trunk)
         """Whether training rollouts hand each decision's frozen trunk to the update
-        (`train.reuse_trunk`, where the family and decision mode allow it; relettered copies
-        have none, so `train.letter_augment` turns it off)."""
+        (`train.reuse_trunk`, where the family and decision mode allow it)."""
         self.params = self.placement.base(self.model.params)
         """The frozen base on the devices (the model's own params on one device)."""
         t = cfg.train
         self.optimizer = make_optimizer(t.lr, t.max_grad_norm, t.adam_b1, t.adam_b2, t.adam_eps)
         settings = UpdateSettings(clip_eps=t.clip_eps, kl_coef=t.kl_coef, epochs=t.epochs,
                                   minibatch_size=t.minibatch_size, kl_kind=self.policy.kl_kind,
-                                  letter_prior_coef=t.letter_prior_coef, objective=t.objective)
+                                  objective=t.objective.kind)
         self._update_bar: tqdm | None = None
         self._in_sequence = jax.default_backend() == "cpu" and self.placement.n_devices == 1
         # The update's progress bar is fed by a host callback per gradient step; without a bar
@@ -250,11 +205,6 @@ class Trainer:
         only the first does; every process takes part in each orbax checkpoint)."""
         self.round_compilations: list[int] = []
         """XLA compilations during each `round_group` call of this Trainer (0 once shapes repeat)."""
-        self._burnin: dict[int, tuple[np.ndarray, int]] = {}
-        """`train.critic_burnin`: per seed, its burn-in's critic statistics [n_keys, 3] and labelled decisions."""
-        self.replay: list[dict[int, list[Decision]]] = [{} for _ in self.seeds]
-        """`train.replay_rounds`: per seed, recent rounds' decisions by round (`replay_entry`),
-        filled as rounds are played and, on a resumed run, read back from `replay_path`."""
 
     def _placement(self, devices: Sequence[Any] | None, model_cfg: Any) -> Placement:
         """The mesh over `devices`, its model axis sized by `run.base_sharding` from the run's
@@ -275,11 +225,8 @@ class Trainer:
         shapes = self.model.family.lora_shapes(self.model.config)
         key, k_lora = jax.random.split(jax.random.PRNGKey(seed))
         bank = lora_lib.init_lora(k_lora, shapes, self.lora_cfg, n_agents=self.cfg.n_adapters)
-        order = continuation.key_order(self.q_values.lib.schema.option_names, self.cfg.train.critic_keys) \
-            if self.cfg.train.name_critic == "pooled" else ()
-        critic = jnp.zeros((len(order), 3), jnp.float32) if order else None
         return TrainState(bank=bank, opt_state=init_opt_state(self.optimizer, bank), key=key,
-                          round=jnp.int32(0), best_return=jnp.float32(-jnp.inf), critic=critic)
+                          round=jnp.int32(0), best_return=jnp.float32(-jnp.inf), critic=self.credit.init_critic())
 
     def init_states(self) -> list[TrainState]:
         """Per seed: fresh adapters (A from the seed, B zero), Adam state, RNG; one compiled program."""
@@ -305,37 +252,30 @@ class Trainer:
         if cfg.train.train and cfg.policy.realign != 1.0:
             raise ValueError(f"policy.realign={cfg.policy.realign}: realigned draws are an evaluation rule, and a "
                              "training round's ratios score the policy itself; train with policy.realign=1")
-        burnin: list[dict] = [{} for _ in states]
-        if r == 0 and cfg.train.critic_burnin and cfg.train.train:
-            states, burnin = self._burned_in(states)
+        started: list[dict] = [{} for _ in states]
+        if r == 0 and cfg.train.train:  # the credit's own start (e.g. a critic burn-in)
+            states, started = map(list, zip(*[self.credit.start(seed, st) for seed, st in zip(self.seeds, states)]))
         c0, t0 = compilations(), time.time()
         splits = [jax.random.split(st.key, 3) for st in states]  # per seed: next key, rollouts, update
         bank = self.placement.bank(_stack([st.bank for st in states]))
+        # Collect.
         try:
             batches = collect_group(self.game, self.decider, self.params, bank, k,
                                     jnp.stack([sp[1] for sp in splits]), self.seeds, r, a, progress=cfg.run.progress,
-                                    keep_trunk=self.keep_trunk,
-                                    augment=cfg.train.letter_augment if cfg.train.train else 0,
-                                    snapshots=self.q_values is not None and cfg.train.train, **self._segments(r))
+                                    keep_trunk=self.keep_trunk, snapshots=self.credit.snapshots and cfg.train.train,
+                                    **self._segments(r))
         except RolloutWorkerError as err:
             raise RolloutWorkerError(f"round {r} of the run with seed{'s' if n_seeds > 1 else ''} "
                                      f"{', '.join(map(str, self.seeds))}: {err}") from err
         t1 = time.time()
-        advs, zeros, q_rows = [], [], [{} for _ in batches]
-        critics = [st.critic for st in states]
-        for s, b in enumerate(batches):
-            if self.q_values is not None and cfg.train.train:
-                adv, zero, q_rows[s], critics[s] = self._own_advantages(b, jax.random.fold_in(splits[s][1], 1),
-                                                                        critics[s])  # [K]
-            elif cfg.train.advantage == "reward_to_go":
-                adv, zero = _advantages_to_go(jnp.asarray(b.rewards, jnp.float32))  # [K, T]
-            else:
-                adv, zero = _advantages(jnp.asarray(b.returns, jnp.float32))  # [K]
-            advs.append(np.asarray(adv))
-            zeros.append(bool(zero))
-        will = [cfg.train.train and not z and bool(b.decisions) for z, b in zip(zeros, batches)]
-        replayed = [self._replayed(s, r, q_rows[s].get("q_name_weights")) if will[s] else []
-                    for s in range(n_seeds)]
+        # Credit.
+        if cfg.train.train:
+            credited = [self.credit.assign(b, jax.random.fold_in(sp[1], 1), st.critic)
+                        for b, sp, st in zip(batches, splits, states)]
+        else:  # a frozen base: the paper's cohort advantages, for the metrics only
+            credited = [self._cohort.assign(b, None, st.critic) for b, st in zip(batches, states)]
+        will = [cfg.train.train and not c.zero and bool(b.decisions) for c, b in zip(credited, batches)]
+        # Update.
         new_banks = [st.bank for st in states]
         new_opts = [st.opt_state for st in states]
         upds: list[dict] = [{} for _ in states]
@@ -344,12 +284,13 @@ class Trainer:
             # Decisions of every updating seed in one batch: rollout k of seed slot s becomes
             # s*K + k, its adapter row s*A + agent (s*A under a shared adapter).
             decisions = [dataclasses.replace(d, rollout=s * k + d.rollout)
-                         for s, b in enumerate(batches) if will[s] for d in (*b.decisions, *replayed[s])]
+                         for s, b in enumerate(batches) if will[s] for d in b.decisions]
+            per_rollout = [c.advantages for s, c in enumerate(credited) if will[s]]
             dbatch = update_inputs(
                 decisions, self.policy, self.decider,
-                None if self.q_values is not None else np.concatenate(advs), n_seeds * a,
+                None if per_rollout[0] is None else np.concatenate(per_rollout), n_seeds * a,
                 lambda d: (d.rollout // k) * a + (0 if shared else d.agent), cfg.train.minibatch_size,
-                cfg.train.update_rows, cfg.train.update_tokens, cfg.train.letter_baseline)
+                cfg.train.update_rows, cfg.train.update_tokens)
             valid = dbatch.valid
             dbatch = self.placement.split(dbatch)
             keys = jnp.concatenate([jax.random.split(sp[2], a) for sp in splits])
@@ -375,118 +316,17 @@ class Trainer:
                     upds[s] = summarize_update(_slot(metrics, s, a, total))
         t2 = time.time()
         self.round_compilations.append(compilations() - c0)
-        if cfg.train.replay_rounds and cfg.train.train:
-            for s, b in enumerate(batches):
-                self.replay[s][r] = replay_entry(b.decisions)
-                for old in [q for q in self.replay[s] if q <= r - cfg.train.replay_rounds]:
-                    del self.replay[s][old]
         out_states, rows = [], []
-        for s, (st, b) in enumerate(zip(states, batches)):
-            row = self._row(r, b, advs[s], zeros[s], will[s], upds[s], st.best_return)
-            row.update(q_rows[s], **burnin[s])
-            if cfg.train.replay_rounds:
-                row["replayed_decisions"] = len(replayed[s])
+        for s, (st, b, c) in enumerate(zip(states, batches, credited)):
+            row = self._row(r, b, c.per_rollout, c.zero, will[s], upds[s], st.best_return)
+            row.update(c.row, **started[s])
             row.update(time_rollout_s=t1 - t0, time_update_s=t2 - t1, time_s=t2 - t0)
             best = row["best"]
             out_states.append(TrainState(bank=new_banks[s], opt_state=new_opts[s], key=splits[s][0],
-                                         round=jnp.int32(r + 1), critic=critics[s],
+                                         round=jnp.int32(r + 1), critic=c.critic,
                                          best_return=jnp.float32(row["team_return_mean"]) if best else st.best_return))
             rows.append(row)
         return out_states, rows, batches
-
-    def _burned_in(self, states: list[TrainState]) -> tuple[list[TrainState], list[dict]]:
-        """`train.critic_burnin`: round-0 `states` with each seed's pooled critic set to the
-        statistics of its burn-in episodes' value labels (`continuation.uniform_menus` on seeds
-        `burnin_seed(seed, 0..n-1)`, kept for later calls), and per seed its round-0 metrics
-        fields: `critic_burnin` (episodes, labelled decisions, keys seen, the share of the labels'
-        variance they explain) and `time_burnin_s`."""
-        t0, n = time.time(), self.cfg.train.critic_burnin
-        by = self.cfg.train.critic_keys
-        order = continuation.key_order(self.q_values.lib.schema.option_names, by)
-        out, info = [], []
-        for seed, st in zip(self.seeds, states):
-            if seed not in self._burnin:
-                menus = continuation.uniform_menus(self.game, self.q_values, [burnin_seed(seed, j) for j in range(n)],
-                                                   by)  # per labelled decision: (keys, Q_u) [len(menu)] each
-                if not menus:
-                    raise ValueError(f"train.critic_burnin: no decision of the {n} burn-in episodes offered "
-                                     "two options")
-                labels = [continuation.entry_labels(q) for _, q in menus]
-                self._burnin[seed] = (continuation.name_stats([ks for ks, _ in menus], labels, order), len(menus))
-            stats, decisions = self._burnin[seed]
-            weights, r2, _ = continuation.weights_from_stats(stats, order)
-            out.append(st.replace(critic=jnp.asarray(stats, jnp.float32)))
-            info.append({"episodes": n, "decisions": decisions, "keys": len(weights), "r2": r2})
-        seconds = time.time() - t0
-        return out, [{"critic_burnin": one, "time_burnin_s": seconds} for one in info]
-
-    def _own_advantages(self, batch: RolloutBatch, key: jax.Array,
-                        critic: jax.Array | None) -> tuple[np.ndarray, bool, dict, jax.Array | None]:
-        """`train.advantage=uniform_q`: sets each decision's `advantage` to its picked entry's label
-        (`train.q_label`, `continuation.entry_labels`; "value": Q_u(s, a) - V_u(s)) over the
-        round's standard deviation of them ("name": the round's name critic, already in units of
-        the value labels' sd), and with `train.all_options` every entry's label on the same scale.
-        Returns the rollouts' mean advantage [K] (for the metrics row), whether they are all alike,
-        and the row's extra fields: the mean raw label of the options picked (0 for uniform picks;
-        it rises as the policy prefers what Q_u rates), the scale divided out, and under "name" the
-        critic's weights, the share of the labels' variance it explains and the labels' sd; last,
-        `critic` (`TrainState.critic`, `train.name_critic=pooled`) with the round's labels added."""
-        ds = batch.decisions
-        k = len(batch.returns)
-        if not ds:
-            return np.zeros(k), True, {"q_adv_mean": None, "q_adv_sd": None}, critic
-        q, shown = self.q_values.estimate([d.snapshot for d in ds], [d.agent for d in ds], key)  # [D, I]
-        q_label, extra = self.cfg.train.q_label, {}
-        per_menu = "value" if q_label == "name" else q_label
-        labels = [continuation.entry_labels(q[j, [it.index for it in d.menu]], per_menu)
-                  for j, d in enumerate(ds)]  # D x [len(menu)]
-        by = self.cfg.train.critic_keys
-        names = ([continuation.entry_keys(self.q_values.lib, d.snapshot[0], d.agent, d.menu, by) for d in ds]
-                 if q_label == "name" else [])  # D x [len(menu)] the critic's key of each entry
-        for d, ns in zip(ds, names):
-            d.keys = ns
-        if any(len(ns) > 1 for ns in names):
-            # The round's critic over names, already in units of the labels' sd.
-            if critic is None:
-                weights, r2, label_sd = continuation.name_weights(names, labels)
-            else:  # every round's labels so far, this one's included
-                order = continuation.key_order(self.q_values.lib.schema.option_names, self.cfg.train.critic_keys)
-                stats = np.asarray(critic, np.float64) + continuation.name_stats(names, labels, order)  # [N, 3]
-                critic = jnp.asarray(stats, jnp.float32)
-                weights, r2, label_sd = continuation.weights_from_stats(stats, order)
-            labels = [continuation.name_credit(ns, weights) for ns in names]
-            extra = {"q_name_weights": weights, "q_name_r2": r2, "q_label_sd": label_sd}
-        raw = np.array([lab[d.action] for lab, d in zip(labels, ds)])  # [D]
-        sd = float(np.std(raw))
-        zero = sd <= grpo.ZERO_SPREAD_TOL
-        scale = 0.0 if zero else 1.0 if q_label == "name" else 1.0 / sd
-        for d, lab, a in zip(ds, labels, raw):
-            d.advantage = float(a * scale)
-            if self.cfg.train.all_options:
-                d.option_advantages = (lab * scale).astype(np.float32)
-        rollout = [d.rollout for d in ds]
-        per_rollout = (np.bincount(rollout, weights=[d.advantage for d in ds], minlength=k)
-                       / np.maximum(np.bincount(rollout, minlength=k), 1))  # [K]
-        return per_rollout, zero, {"q_adv_mean": float(np.mean(raw)), "q_adv_sd": sd, **extra}, critic
-
-    def _replayed(self, s: int, r: int, weights: dict[str, float] | None) -> list[Decision]:
-        """`train.replay_rounds`: seed slot s's decisions of the rounds before r that round r's
-        update refits, each entry re-credited under the pooled critic's current `weights`
-        (`continuation.name_credit`, as `_own_advantages` credits the round's own)."""
-        n = self.cfg.train.replay_rounds
-        if not n or weights is None:
-            return []
-        out = []
-        for past in range(max(0, r - n), r):
-            if past not in self.replay[s]:  # a resumed run: the files its rounds wrote
-                self.replay[s][past] = read_replay(self.run_dirs[s], past, n)
-            for d in self.replay[s][past]:
-                # A replay file written before `Decision.keys` existed holds name-keyed decisions.
-                keys = d.keys if d.keys is not None else [it.opt for it in d.menu]
-                credit = continuation.name_credit(keys, weights)
-                out.append(dataclasses.replace(d, advantage=float(credit[d.action]),
-                                               option_advantages=credit.astype(np.float32)))
-        return out
 
     def _segments(self, r: int) -> dict:
         """`collect_group`'s segment arguments for round `r` (none under `train.segment=0`)."""
@@ -511,7 +351,7 @@ class Trainer:
             "deliveries": units.tolist(),
             "deliveries_mean": float(np.mean(units)),
             "shaping_bonus_mean": mean_return - float(np.mean(units)) * self.game.delivery_reward,
-            "advantages": (adv if adv.ndim == 1 else adv[:, 0]).tolist(),  # [K]: the whole return's
+            "advantages": adv.tolist(),  # [K]
             "zero_spread": zero,
             "updated": bool(updated),
             "decisions_per_agent": batch.decision_counts().tolist(),
@@ -609,15 +449,6 @@ class Trainer:
             dump_config(self.cfg, self.run_dir / "config.yaml")
             (self.run_dir / GROUP_FILE).write_text(json.dumps({"seeds": self.seeds}) + "\n")
 
-    def save_replay(self, run_dir: Path, batch: RolloutBatch, r: int) -> None:
-        """`train.replay_rounds`: round r's decisions to `replay_path`, to be called before the
-        round's checkpoint, so every checkpoint's next rounds find theirs (a resume may fall back
-        keep_checkpoints - 1 rounds past a broken one; older files are deleted)."""
-        cfg = self.cfg
-        if cfg.train.replay_rounds and cfg.train.train and self.writes_files:
-            write_replay(run_dir, r, replay_entry(batch.decisions),
-                         keep_from=r + 1 - cfg.train.replay_rounds - (cfg.run.keep_checkpoints - 1))
-
     def _write_round(self, run_dir: Path, ckpt: Checkpointer, log: MetricsLog, state: TrainState,
                      best: TrainState | None, row: dict, batch: RolloutBatch, r: int) -> None:
         """Decisions, metrics row and checkpoint of round r; `best`, when this round scored the
@@ -625,7 +456,6 @@ class Trainer:
         cfg = self.cfg
         if cfg.run.save_decisions and self.writes_files:
             write_decisions(run_dir, batch, r)
-        self.save_replay(run_dir, batch, r)
         log.append(row)
         if jax.process_count() > 1:
             # orbax saves from every process only arrays that span the whole mesh; the key and

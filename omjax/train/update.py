@@ -25,6 +25,7 @@ import optax
 from flax import struct
 
 from omjax.train import grpo
+from omjax.train.objectives import OBJECTIVE_FNS
 
 
 @struct.dataclass
@@ -64,8 +65,8 @@ class DecisionBatch:
     forward over every decision)."""
 
     option_advantage: jax.Array | None = None
-    """[B, M] letter mode: the advantage of every menu slot (`train.all_options`); the loss is
-    then `grpo.all_options_surrogate` against the policy the update starts from (scored there)."""
+    """[B, M] letter mode: the advantage of every menu slot, for objectives that read them
+    (`objectives.Objective.needs_entries`)."""
 
 
 @struct.dataclass
@@ -78,7 +79,9 @@ class UpdateMetrics:
     kl: jax.Array
     """Mean KL(pi_theta || pi_ref) over the minibatch's valid decisions."""
     letter_kl: jax.Array
-    """KL(letter marginal || uniform) over the minibatch (`grpo.letter_marginal_kl`)."""
+    """KL(letter marginal || uniform) over the minibatch (`grpo.letter_marginal_kl`): how far the
+    policy leans on letters rather than options, which a policy that reads its shuffled menu
+    does not (a diagnostic; not in the loss)."""
     clip_frac: jax.Array
     grad_norm: jax.Array
     """Global gradient norm before clipping."""
@@ -99,13 +102,8 @@ class UpdateSettings:
     """Decisions per gradient step."""
     kl_kind: Literal["exact", "k3"]
     """`exact` for explicit menu distributions (letter mode), `k3` for sampled token sequences."""
-    letter_prior_coef: float = 0.0
-    """Weight of `grpo.letter_marginal_kl` over each minibatch (`train.letter_prior_coef`;
-    letter mode only; 0 is the paper's loss)."""
-    objective: Literal["clip", "target"] = "clip"
-    """With per-slot advantages: "clip", `grpo.all_options_surrogate` + kl_coef x KL to the
-    reference (the paper's loss, in expectation over the menu); "target", `grpo.target_kl` to the
-    regularised optimum, whose kl_coef sits inside the target (`train.objective`)."""
+    objective: str = "clip"
+    """`train.objective.kind`: the loss of each minibatch (`objectives.OBJECTIVE_FNS`)."""
 
 
 def make_optimizer(lr: float, max_grad_norm: float, b1: float = 0.9, b2: float = 0.999, eps: float = 1e-8):
@@ -157,25 +155,19 @@ def make_agent_update(policy_fn: PolicyFn, optimizer: optax.GradientTransformati
     """
     mb = settings.minibatch_size
     kl_fn = grpo.kl_exact if settings.kl_kind == "exact" else grpo.kl_k3
+    objective = OBJECTIVE_FNS[settings.objective]
 
-    def loss_fn(lora, base, inputs, old_logp, ref, advantage, valid, old_dist=None, option_adv=None):
+    def loss_fn(lora, base, inputs, old_logp, ref, advantage, valid, option_adv=None):
         cur = policy_fn(base, lora, inputs)
-        surrogate, ratio, clipped = grpo.clipped_surrogate(cur.logp, old_logp, advantage, settings.clip_eps)
+        ratio = jnp.exp(cur.logp - old_logp)  # [mb]
+        # [mb, M] per menu slot -> [mb, L*M] per (state label, slot) entry of the distribution
+        entry_adv = (None if option_adv is None
+                     else jnp.tile(option_adv, (1, cur.dist.shape[-1] // option_adv.shape[-1])))
+        surrogate, clipped, kl_weight = objective.fn(cur, ref, old_logp, advantage, entry_adv, settings)
         kl = kl_fn(cur.dist, ref.dist, cur.dist_mask)  # [mb]
-        kl_weight = settings.kl_coef
-        if option_adv is not None:  # [mb, M] per menu slot -> [mb, L*M] per (state label, slot) entry
-            entry_adv = jnp.tile(option_adv, (1, cur.dist.shape[-1] // option_adv.shape[-1]))
-            if settings.objective == "target":
-                surrogate = grpo.target_kl(cur.dist, ref.dist, cur.dist_mask, entry_adv, settings.kl_coef)
-                clipped, kl_weight = jnp.zeros_like(surrogate), 0.0
-            else:
-                surrogate, clipped = grpo.all_options_surrogate(cur.dist, old_dist, cur.dist_mask, entry_adv,
-                                                                settings.clip_eps)
         loss = grpo.masked_mean(surrogate, valid) + kl_weight * grpo.masked_mean(kl, valid)
         letter_kl = (grpo.letter_marginal_kl(cur.dist, cur.dist_mask, valid) if settings.kl_kind == "exact"
                      else jnp.float32(0.0))
-        if settings.letter_prior_coef:
-            loss = loss + settings.letter_prior_coef * letter_kl
         stats = dict(
             ratio=grpo.masked_mean(ratio, valid),
             kl=grpo.masked_mean(kl, valid),
@@ -199,11 +191,11 @@ def make_agent_update(policy_fn: PolicyFn, optimizer: optax.GradientTransformati
         score = lambda lo: jax.lax.stop_gradient(
             _skippable_map(lambda x: policy_fn(base, lo, x), chunks, n_active))
         inputs, ref = _unchunk(chunks), _unchunk(score(None))
-        all_options = batch.option_advantage is not None
-        clip_all = all_options and settings.objective == "clip"  # the surrogate needs pi_old per entry
-        old = _unchunk(score(lora)) if batch.old_logp is None or clip_all else None
-        old_logp = old.logp if batch.old_logp is None else batch.old_logp
-        old_dist = old.dist if clip_all else None
+        if objective.needs_entries and batch.option_advantage is None:
+            raise ValueError(f"objective {settings.objective!r} reads every menu entry's advantage, "
+                             "but the batch has none (DecisionBatch.option_advantage)")
+        entries = batch.option_advantage if objective.needs_entries else None
+        old_logp = _unchunk(score(lora)).logp if batch.old_logp is None else batch.old_logp
 
         def epoch(carry, epoch_key):
             # Valid decisions first in a seed-drawn order, padding last, so padding fills whole
@@ -222,8 +214,7 @@ def make_agent_update(policy_fn: PolicyFn, optimizer: optax.GradientTransformati
                 valid = batch.valid[rows]
                 (loss, stats), grads = grad_fn(
                     lora, base, jax.tree.map(take, inputs), old_logp[rows], jax.tree.map(take, ref),
-                    batch.advantage[rows], valid, old_dist[rows] if clip_all else None,
-                    batch.option_advantage[rows] if all_options else None)
+                    batch.advantage[rows], valid, None if entries is None else entries[rows])
                 updates, new_opt = optimizer.update(grads, opt_state, lora)
                 new_lora = optax.apply_updates(lora, updates)
                 n_valid = jnp.sum(valid)

@@ -3,16 +3,10 @@
 import collections
 import dataclasses
 import json
-import sys
-from pathlib import Path
 
 import jax
 import numpy as np
 import pytest
-
-EXPERIMENTS = Path(__file__).resolve().parents[2] / "experiments"
-sys.path.insert(0, str(EXPERIMENTS))
-
 
 def tiny(model_dir):
     return [f"model.name={model_dir}", "env.horizon=2", "train.rounds=1", "train.rollouts=2",
@@ -21,7 +15,7 @@ def tiny(model_dir):
 
 
 def test_table2_frozen_native_cell_and_render(tiny_model_dir, tmp_path):
-    import table2
+    from experiments.paper import table2
 
     args = ["--cpu", "--root", str(tmp_path), "--cells", "frozen_native", "--episodes", "2", *tiny(tiny_model_dir)]
     assert table2.main(args) == 0
@@ -38,7 +32,7 @@ def test_table2_frozen_native_cell_and_render(tiny_model_dir, tmp_path):
 
 @pytest.mark.slow
 def test_table2_all_cells(tiny_model_dir, tmp_path):
-    import table2
+    from experiments.paper import table2
 
     assert table2.main(["--cpu", "--root", str(tmp_path), "--episodes", "1", *tiny(tiny_model_dir)]) == 0
     lines = (tmp_path / "table2.md").read_text().splitlines()
@@ -47,9 +41,9 @@ def test_table2_all_cells(tiny_model_dir, tmp_path):
 
 @pytest.mark.slow
 def test_table1_fig1_fig3(tiny_model_dir, tmp_path):
-    import fig1
-    import fig3
-    import table1
+    from experiments.paper import fig1
+    from experiments.paper import fig3
+    from experiments.paper import table1
 
     common = ["--cpu", "--root", str(tmp_path), "--episodes", "1", *tiny(tiny_model_dir)]
     assert table1.main(common) == 0
@@ -71,7 +65,7 @@ def test_table1_fig1_fig3(tiny_model_dir, tmp_path):
 
 @pytest.mark.slow
 def test_burnin_control_smoke(tiny_model_dir, tmp_path):
-    import burnin_control
+    from experiments.paper import burnin_control
 
     assert burnin_control.main(["--cpu", "--root", str(tmp_path), "--solo", "2", "--team", "1", "--horizon", "6",
                                 *tiny(tiny_model_dir)]) == 0
@@ -83,7 +77,7 @@ def test_burnin_control_smoke(tiny_model_dir, tmp_path):
 
 @pytest.mark.slow
 def test_solo_flip_smoke(tiny_model_dir, tmp_path):
-    import solo_flip
+    from experiments.paper import solo_flip
 
     assert solo_flip.main(["--cpu", "--root", str(tmp_path), "--episodes", "1", *tiny(tiny_model_dir)]) == 0
     summary = json.loads((tmp_path / "solo_flip" / "solo_flip.json").read_text())
@@ -95,7 +89,7 @@ def test_solo_flip_smoke(tiny_model_dir, tmp_path):
 def test_learning_trains_evaluates_frozen_and_trained_and_reports(tiny_model_dir, tmp_path, monkeypatch):
     """The overcooked_h20 setting, shortened: trains on 3-step episodes, holds out 5-step ones
     (its `eval_overrides`), reports, and a second call plays nothing new."""
-    import learning
+    from experiments.paper import learning
 
     setting = learning.SETTINGS["overcooked_h20"]
     assert "env.horizon=20" in setting.overrides and setting.eval_overrides == ("env.horizon=150",)
@@ -170,7 +164,7 @@ def test_held_out_trainers_are_shared_by_configs_that_differ_only_in_out_dir(tin
     """The frozen base and a variant held out under the same config (`policy.realign` included)
     play through one trainer, so its compiled programs serve both; another config gets its own,
     on the same model."""
-    import learning
+    from experiments.paper import learning
     from omjax.config import load_config
 
     setting = learning.SETTINGS["overcooked_h20"]
@@ -192,8 +186,8 @@ def test_eval_temperature_plays_frozen_and_trained_at_t_on_training_style_seeds(
     """A 1-round tiny run's adapters and the frozen base, both at T = 0.5 on seeds 3-4 under the
     setting's held-out config: the config played says so, the trained bank is the newest checkpoint's,
     the summary's figures are those of the saved episodes, and held-out seeds are refused."""
-    import eval_temperature
-    import learning
+    from experiments.lab import eval_temperature
+    from experiments.paper import learning
 
     short = dataclasses.replace(learning.SETTINGS["overcooked_h20"], eval_overrides=("env.horizon=3",), eval_batch=2)
     monkeypatch.setitem(learning.SETTINGS, "overcooked_h20", short)
@@ -261,7 +255,7 @@ def test_eval_temperature_plays_frozen_and_trained_at_t_on_training_style_seeds(
 
 
 def test_menu_policies_plays_the_real_menus_and_no_idle_skips_idle_options(capsys):
-    import menu_policies
+    from experiments.lab import menu_policies
     from omjax.options.menu import MenuItem
 
     menu = [MenuItem(chr(65 + j), j, opt, None, opt) for j, opt in enumerate(["wait", "pick_onion", "drop_held"])]
@@ -293,7 +287,7 @@ def test_menu_policies_plays_the_real_menus_and_no_idle_skips_idle_options(capsy
 
 
 def test_menu_policies_q_policies_follow_the_action_values(capsys):
-    import menu_policies
+    from experiments.lab import menu_policies
     from omjax.options.menu import MenuItem
 
     menu = [MenuItem(chr(65 + j), j, opt, None, opt) for j, opt in enumerate(["wait", "pick_onion", "drop_held"])]
@@ -312,7 +306,7 @@ def test_menu_policies_q_policies_follow_the_action_values(capsys):
 
 
 def test_menu_policies_name_soft_prefers_names_fitted_from_the_action_values(capsys):
-    import menu_policies
+    from experiments.lab import menu_policies
     from omjax.options.menu import MenuItem
 
     menu = [MenuItem(chr(65 + j), j, opt, None, opt) for j, opt in enumerate(["wait", "pick_onion", "drop_held"])]
@@ -347,7 +341,7 @@ def test_menu_policies_name_soft_prefers_names_fitted_from_the_action_values(cap
 
 
 def test_menu_policies_critic_keyed_by_state_refines_the_names(capsys):
-    import menu_policies
+    from experiments.lab import menu_policies
 
     # The same uniform fit episodes keyed both ways: one row per critic key and beta.
     assert menu_policies.main(["--layouts", "asymmetric_advantages", "--horizon", "12", "--episodes", "2",
@@ -369,7 +363,7 @@ def test_menu_policies_critic_keyed_by_state_refines_the_names(capsys):
 
 
 def test_menu_policies_play_segments_from_shared_roots():
-    import menu_policies
+    from experiments.lab import menu_policies
     from omjax.config import load_config
     from omjax.games.registry import make_game
     from omjax.options.libraries import resolve_library
@@ -394,7 +388,7 @@ def test_menu_policies_play_segments_from_shared_roots():
 
 
 def test_credit_snr_scores_idle_picks_and_reports_per_horizon(capsys):
-    import credit_snr
+    from experiments.lab import credit_snr
 
     flat = np.ones((3, 1))  # [n, T = 1]: no spread in any cohort, no signal
     assert credit_snr.cohort_snr(flat, np.array([[1.0], [-1.0], [0.0]]), 2, 20, np.random.default_rng(0)) == 0.0
@@ -438,7 +432,7 @@ def test_credit_snr_scores_idle_picks_and_reports_per_horizon(capsys):
 
 
 def test_idle_picks_compares_each_rounds_idle_share_with_uniform_picks(tmp_path, capsys):
-    import idle_picks
+    from experiments.lab import idle_picks
 
     menu = [{"letter": "A", "option": "wait"}, {"letter": "B", "option": "pick_onion"}]
     records = [{"round": 0, "agent": 0, "option": "wait", "letter": "A", "menu": menu},
@@ -475,8 +469,8 @@ def test_idle_picks_compares_each_rounds_idle_share_with_uniform_picks(tmp_path,
 def test_segment_baseline_replays_each_rounds_root_and_pairs_the_returns(tiny_model_dir, tmp_path, capsys):
     """The uniform baseline starts where the run's cohorts started: the trainer's walk and
     `menu_policies.play`'s, given the run's start and `walk_rng(seed, round)`, reach one state."""
-    import segment_baseline
-    from menu_policies import play
+    from experiments.lab import segment_baseline
+    from experiments.lab.menu_policies import play
     from omjax.config import load_config
     from omjax.train.rollout import collect_group, segment_start, walk_rng
     from omjax.train.trainer import Trainer
@@ -513,7 +507,7 @@ def test_value_probe_fits_what_the_features_carry():
     """On decisions whose advantages are a linear function of the entries' features, the trunk
     probe recovers them (validation R^2 ~ 1, greedy = oracle); the names probe recovers only the
     names' share; uniform picks would score 0."""
-    import value_probe
+    from experiments.lab import value_probe
 
     rng = np.random.default_rng(0)
     w = rng.normal(size=6)
@@ -544,7 +538,7 @@ def test_value_probe_collects_real_decisions_and_refits_from_its_cache(tiny_mode
     """The shipped decision path on 6-step AA episodes with a tiny model: every decision's menu
     lines are found in its prompt, Q_u labels them, every probe is fitted and reported, and a
     second call refits from the kept decisions."""
-    import value_probe
+    from experiments.lab import value_probe
 
     args = ["--train-episodes", "2", "--val-episodes", "2", "--batch", "4", "--q-rollouts", "2",
             "--out", str(tmp_path), f"model.name={tiny_model_dir}", "env.horizon=6", "lora.rank=2",
@@ -564,7 +558,7 @@ def test_value_probe_collects_real_decisions_and_refits_from_its_cache(tiny_mode
 def test_value_probe_state_readout_finds_state_dependent_values():
     """Advantages that flip sign with a symbolic state bit: option names alone explain nothing,
     a per-name readout of the state explains all of it."""
-    import value_probe
+    from experiments.lab import value_probe
 
     rng = np.random.default_rng(1)
     names = ["a", "b", "c"]
@@ -587,7 +581,7 @@ def test_value_probe_state_readout_finds_state_dependent_values():
 def test_name_fit_scores_the_adapters_expected_name_weight(tiny_model_dir, tmp_path, capsys):
     """`name_fit.py` on the eleventh setting, shortened: fixed name weights from a run's metrics,
     decisions collected by the base, one update fitted on them, both sets scored."""
-    import name_fit
+    from experiments.lab import name_fit
 
     run = tmp_path / "run"
     run.mkdir()
@@ -630,12 +624,12 @@ def test_name_fit_scores_the_adapters_expected_name_weight(tiny_model_dir, tmp_p
     with pytest.raises(SystemExit, match="was collected for"):  # other rounds than the cache's
         name_fit.main([*args[:3], "2", *args[4:]])
     # --adapters-from: a run's latest checkpoint is scored (here one whose adapters are not the base).
-    import common
+    from experiments.paper import common
     from omjax.config import load_config
     from omjax.train.checkpoint import Checkpointer
     from omjax.train.trainer import Trainer
 
-    setting = name_fit.SETTINGS["overcooked_q_name"]
+    setting = name_fit.SETTINGS["overcooked_q_last_burn"]
     cfg = load_config(common.CONFIGS / setting.config, [*setting.overrides, "run.progress=false", *args[10:-2]])
     state = Trainer(cfg, model=None).init_state()
     state = state.replace(bank=jax.tree.map(lambda x: x + 0.5 * jax.random.normal(jax.random.key(3), x.shape),
@@ -656,7 +650,7 @@ def test_name_fit_scores_the_adapters_expected_name_weight(tiny_model_dir, tmp_p
 def test_option_outcomes_pairs_every_decision_with_its_executions_end(tiny_model_dir, tmp_path, monkeypatch):
     """Each picked option is counted once, with the outcome of the execution it started (at most
     one per agent and episode still running at the horizon); held-out seeds are refused."""
-    import option_outcomes
+    from experiments.lab import option_outcomes
     from omjax.config import load_config
     from omjax.train.trainer import Trainer
 

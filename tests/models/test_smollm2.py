@@ -181,7 +181,8 @@ def test_long_menus_take_single_token_letters_in_letter_mode(ours):
     single-token letters, keeps A .. Z, and every label then has a token id to score."""
     from omjax.config import PolicyConfig
     from omjax.options.menu import MenuItem, letter
-    from omjax.models.inference import letter_token_ids, single_token_letters
+    from omjax.models.inference import letter_token_ids
+    from omjax.train.rollout import single_token_letters
     from omjax.train.policy import LetterPolicy, SamplePolicy
     from omjax.train.rollout import Decider
 

@@ -57,9 +57,8 @@ def pay_probability(trainer, bank):
     return option_probabilities(trainer, bank, [trainer.game.menu(0, 0, None)])[:, PAY]
 
 
-@pytest.mark.parametrize("advantage", ["episode", "reward_to_go"])
-def test_rewarded_option_probability_rises_for_every_agent(tiny_model, tmp_path, advantage):
-    trainer = Trainer(config(tmp_path, "train.rounds=10", f"train.advantage={advantage}"), model=tiny_model,
+def test_rewarded_option_probability_rises_for_every_agent(tiny_model, tmp_path):
+    trainer = Trainer(config(tmp_path, "train.rounds=10"), model=tiny_model,
                       game=MenuBandit(N_AGENTS, 2))
     before = pay_probability(trainer, trainer.init_state().bank)
     rows = trainer.run()
@@ -77,63 +76,6 @@ def test_rewarded_option_probability_rises_for_every_agent(tiny_model, tmp_path,
     assert first["call_ratio"] == 1.0
     assert (tmp_path / "learning_curve.png").stat().st_size > 0
     assert (tmp_path / "decisions" / "round_0000.jsonl").exists()
-
-
-def test_letter_augment_scores_relettered_copies_of_each_decision(tiny_model, tmp_path):
-    game = lambda: MenuBandit(N_AGENTS, 2, shuffle=True)
-    plain = Trainer(config(tmp_path / "plain", "train.rounds=1"), model=tiny_model, game=game())
-    _, plain_row, plain_batch = plain.round(plain.init_state())
-    trainer = Trainer(config(tmp_path / "aug", "train.rounds=1", "train.letter_augment=2"), model=tiny_model,
-                      game=game())
-    state = trainer.init_state()
-    new, row, batch = trainer.round(state)
-    # The copies come from their own random streams: the rollouts are the plain run's.
-    assert [(d.agent, d.step, d.action, d.menu) for d in batch.decisions] == \
-        [(d.agent, d.step, d.action, d.menu) for d in plain_batch.decisions]
-    assert row["team_returns"] == plain_row["team_returns"]
-    moved = 0
-    for d in batch.decisions:
-        assert len(d.variants) == 2
-        chosen = d.menu[d.action]
-        for v in d.variants:
-            # The same entries under letters A.., the chosen one followed to its new letter.
-            assert [it.letter for it in v.menu] == [it.letter for it in d.menu]
-            assert sorted(it.index for it in v.menu) == sorted(it.index for it in d.menu)
-            assert (v.menu[v.action].index, v.menu[v.action].label) == (chosen.index, chosen.label)
-            # Its prompt is the game's, rendered with the relettered menu.
-            dec, g = trainer.decider, trainer.game
-            assert v.prompt_ids == dec.encode(dec.prompt(g.system_message(), g.user_message(0, d.agent, v.menu, None)))
-            assert (v.prompt_ids == d.prompt_ids) == (v.menu == d.menu)
-            moved += v.menu[v.action].letter != chosen.letter
-    assert moved > len(batch.decisions)  # most copies put the chosen option at another letter
-    dbatch = update_inputs(batch.decisions, trainer.policy, trainer.decider, np.ones(8), N_AGENTS,
-                           lambda d: d.agent, 8)
-    assert dbatch.old_logp is None  # the copies were never scored by the rollout
-    np.testing.assert_array_equal(dbatch.valid.sum(axis=1), 3 * np.asarray(row["decisions_per_agent"]))
-    # Old log-probs scored at the update's start: the first step's ratio is exactly 1.
-    np.testing.assert_allclose(row["ratio_first_step"], 1.0, atol=1e-5)
-    assert row["updated"] and any(not np.array_equal(a, b) for a, b in
-                                  zip(jax.tree.leaves(new.bank), jax.tree.leaves(state.bank)))
-
-
-def test_reward_to_go_credits_each_step_with_the_rewards_after_it(tiny_model, tmp_path):
-    """`train.advantage=reward_to_go`: the same rollouts as the paper's update, the same whole-return
-    advantages reported, but the update credits a step-1 decision with step 1's rewards only."""
-    runs = {}
-    for name in ("episode", "reward_to_go"):
-        trainer = Trainer(config(tmp_path / name, "train.rounds=1", f"train.advantage={name}"), model=tiny_model,
-                          game=MenuBandit(N_AGENTS, 2))
-        state = trainer.init_state()
-        runs[name] = (state, *trainer.round(state))
-    (s0, e_new, e_row, e_batch), (_, r_new, r_row, r_batch) = runs["episode"], runs["reward_to_go"]
-    assert e_batch.rewards.shape == (8, 2) and e_row["team_returns"] == r_row["team_returns"]
-    np.testing.assert_array_equal(e_batch.returns, e_batch.rewards.sum(axis=1))
-    np.testing.assert_allclose(r_row["advantages"], e_row["advantages"], rtol=1e-6)  # step 0 = whole return
-    assert r_row["updated"] and e_row["updated"]
-    moved = [float(np.abs(a - b).max()) for a, b in zip(jax.tree.leaves(r_new.bank), jax.tree.leaves(e_new.bank))]
-    assert max(moved) > 1e-4, moved  # a different update from the same decisions
-    changed = [float(np.abs(a - b).max()) for a, b in zip(jax.tree.leaves(r_new.bank), jax.tree.leaves(s0.bank))]
-    assert max(changed) > 1e-4
 
 
 def test_zero_spread_cohort_leaves_adapters_unchanged(tiny_model, tmp_path):
@@ -356,17 +298,3 @@ def test_smollm2_learns_the_paying_option_at_held_out_letters(smollm2, tmp_path)
     before, after = train_smollm2_bandit(smollm2, tmp_path, ("pay", "pay"))
     assert np.all(before[:, PAY] < 0.35), before  # the frozen base reads letters, not labels
     assert np.all(after[:, PAY] >= 0.8), (before, after)
-
-
-@pytest.mark.slow  # 12 min on the quiet 2-core machine; held-out 0.25 / 0.25 -> 0.998 / 1.000 (both >= 0.995 from round 6)
-def test_smollm2_per_agent_adapters_specialise(smollm2, tmp_path):
-    """Each agent paid for its own option, and the update scores every decision under three
-    more letterings of its menu (`train.letter_augment=3`). Without them this case did not pass:
-    16 rounds (session 7) reached agent 0 P(pay) 0.798, agent 1 P(pick) 0.733; a 40-round rerun
-    (session 9) saw agent 0 peak at a 0.97 training pay rate in round 12, then drift back to one
-    letter (0.25 on every option over the held-out orderings): the shared team return credits
-    each agent's choice noisily, and the noise builds a letter habit. The relettered copies give
-    every letter the same share of that noise (experiments/menu_bandit.py, session 11)."""
-    before, after = train_smollm2_bandit(smollm2, tmp_path, ("pay", "pick"), "train.letter_augment=3")
-    assert np.all(before[[0, 1], [PAY, PICK]] < 0.35), before
-    assert np.all(after[[0, 1], [PAY, PICK]] >= 0.8), (before, after)

@@ -5,9 +5,7 @@ import numpy as np
 from omjax.config import PolicyConfig
 from omjax.options.menu import MenuItem
 from omjax.train.policy import Branches, LetterPolicy
-from omjax.options.menu import reorder
-from omjax.train.rollout import (Decider, Decision, RolloutBatch, Variant, episode_seed, letter_means,
-                                   update_inputs)
+from omjax.train.rollout import Decider, Decision, RolloutBatch, episode_seed, update_inputs
 
 
 def menu(n):
@@ -53,50 +51,27 @@ def test_update_inputs_group_by_agent_pad_and_mask(tiny_model):
     assert shared.valid.sum() == 4 and shared.inputs["tokens"].shape[:2] == (1, 4)
 
 
-def test_per_step_advantages_credit_each_decision_at_its_step(tiny_model):
-    """`train.advantage=reward_to_go`: advantages [rollouts, steps], read at (rollout, step)."""
+def test_own_advantages_and_every_entrys_ride_with_each_decision(tiny_model):
+    """A credit that gives each decision its own advantage and every menu entry's
+    (`train.credit: {kind: continuation}`): `advantages=None` reads them from the decisions, the
+    entries' padded to the menu width; a per-step array is refused."""
     policy = LetterPolicy(tiny_model.family, tiny_model.config, 2.0, 1.0)
     decider = Decider(policy, tiny_model.tokenizer, PolicyConfig())
-    adv = np.arange(8, dtype=np.float32).reshape(2, 4)  # rollout r, step t -> 4 r + t
-    batch = update_inputs(decisions(), policy, decider, adv, 2, lambda d: d.agent, minibatch_size=2)
-    # Agent 0: (rollout 0, step 0), (1, 0), (1, 3); agent 1: (0, 1).
-    assert batch.advantage.tolist() == [[0.0, 4.0, 7.0, 0.0], [1.0, 0.0, 0.0, 0.0]]
+    ds = decisions()
+    for j, d in enumerate(ds):
+        d.advantage = 0.1 * (j + 1)
+        d.option_advantages = np.arange(len(d.menu), dtype=np.float32) - j
+    batch = update_inputs(ds, policy, decider, None, 2, lambda d: d.agent, minibatch_size=2)
+    np.testing.assert_allclose(batch.advantage, [[0.1, 0.2, 0.4, 0.0], [0.3, 0.0, 0.0, 0.0]], rtol=1e-6)
+    np.testing.assert_allclose(batch.option_advantage[0, 1, :4], [-1, 0, 1, 2])
+    np.testing.assert_allclose(batch.option_advantage[1, 0, :2], [-2, -1])
+    assert (batch.option_advantage[0, 3] == 0).all()  # padding row
     try:
-        update_inputs(decisions(), policy, decider, adv[None], 2, lambda d: d.agent, minibatch_size=2)
+        update_inputs(decisions(), policy, decider, np.zeros((2, 4)), 2, lambda d: d.agent, minibatch_size=2)
     except ValueError as err:
-        assert "[rollouts, steps]" in str(err)
+        assert "[rollouts]" in str(err)
     else:
-        raise AssertionError("a 3-d advantage array was accepted")
-
-
-def test_letter_baseline_centres_each_adapters_advantages_per_letter(tiny_model):
-    policy = LetterPolicy(tiny_model.family, tiny_model.config, 2.0, 1.0)
-    decider = Decider(policy, tiny_model.tokenizer, PolicyConfig())
-    # Agent 0 picks C (rollout 0), B (rollout 1), A (rollout 1), then B again (rollout 0).
-    ds = decisions() + [Decision(0, 0, 5, [5], [9], "B", menu(3), 1, -0.3, True, BRANCHES, 0)]
-    batch = update_inputs(ds, policy, decider, np.array([0.5, -0.5]), 2, lambda d: d.agent, minibatch_size=2,
-                          letter_baseline=True)
-    # B's two rows keep their +-0.5 about B's mean 0; a letter picked once carries no credit.
-    assert batch.advantage.tolist() == [[0.0, -0.5, 0.0, 0.5], [0.0] * 4]
-    np.testing.assert_allclose(letter_means(np.array([1.0, 2.0, 3.0, 5.0]), ["A", "B", "A", "C"]), [2, 2, 2, 5])
-
-
-def test_relettered_copies_carry_each_entrys_advantage_in_their_own_order(tiny_model):
-    """`train.all_options` with `train.letter_augment`: a relettered copy lists the decision's
-    entries in another order, and its per-entry advantages follow its entries (not its letters)."""
-    policy = LetterPolicy(tiny_model.family, tiny_model.config, 2.0, 1.0)
-    decider = Decider(policy, tiny_model.tokenizer, PolicyConfig())
-    d = decisions()[0]  # menu of 3, picked entry 2
-    d.advantage, d.option_advantages = 0.7, np.array([-1.0, 0.3, 0.7], np.float32)
-    order = np.array([2, 0, 1])  # letter A now lists entry 2, B entry 0, C entry 1
-    d.variants = [Variant([5, 6], reorder(d.menu, order), 0, order)]
-    batch = update_inputs([d], policy, decider, None, 1, lambda _: 0, minibatch_size=2)
-    assert batch.old_logp is None and batch.valid[0].tolist() == [True, True]
-    np.testing.assert_allclose(batch.option_advantage[0, 0, :3], [-1.0, 0.3, 0.7])
-    np.testing.assert_allclose(batch.option_advantage[0, 1, :3], [0.7, -1.0, 0.3])
-    assert batch.inputs["action"][0].tolist() == [2, 0]
-    np.testing.assert_allclose(batch.advantage[0], [0.7, 0.7])
-    assert [it.opt for it in d.variants[0].menu] == ["opt2", "opt0", "opt1"]
+        raise AssertionError("a per-step advantage array was accepted")
 
 
 def test_kept_trunks_are_laid_out_as_their_tokens(tiny_model):

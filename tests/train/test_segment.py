@@ -91,7 +91,7 @@ def test_whole_episode_segments_are_the_default_rollouts(overcooked_model, tmp_p
 
 
 def test_trainer_rounds_play_the_configured_segment(overcooked_model, tmp_path):
-    trainer = Trainer(load_config(None, [*CFG, f"train.segment={SEGMENT}", "train.advantage=reward_to_go",
+    trainer = Trainer(load_config(None, [*CFG, f"train.segment={SEGMENT}",
                                          "train.rounds=2", f"run.out_dir={tmp_path}"]), model=overcooked_model)
     state = trainer.init_state()
     for r in range(2):

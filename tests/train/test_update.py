@@ -127,27 +127,6 @@ def letter_habit_policy(base, lora, inputs):
     return upd.PolicyOut(logp=chosen, dist=logp, dist_mask=inputs["menu_mask"])
 
 
-def test_letter_prior_coef_flattens_a_letter_habit_and_is_off_at_zero():
-    """With zero advantages and no KL, only `letter_prior_coef` moves the adapter: towards a flat
-    letter marginal; at 0 the loss is the paper's and nothing moves."""
-    habit = jnp.array([2.0, 0.0, 0.0, 0.0])
-    batch = make_batches(jax.random.key(11), 1, 8, [8])
-    batch = batch.replace(advantage=jnp.zeros_like(batch.advantage), inputs={**batch.inputs, "features": None})
-    bank = {"b": jnp.zeros((1, M))}
-    opt_state = upd.init_opt_state(OPT, bank)
-    keys = jax.random.split(jax.random.key(12), 1)
-    for coef in (0.0, 1.0):
-        settings = upd.UpdateSettings(clip_eps=0.2, kl_coef=0.0, epochs=5, minibatch_size=4, kl_kind="exact",
-                                      letter_prior_coef=coef)
-        new, _, m = upd.make_bank_update(letter_habit_policy, OPT, settings)(habit, bank, opt_state, batch, keys)
-        first, last = float(m.letter_kl[0, 0].mean()), float(m.letter_kl[0, -1].mean())  # epoch means
-        assert first > 0.3  # the habit: letter A at e^2 / (e^2 + 3) = 0.71 of every full menu
-        if coef:
-            assert last < 0.5 * first and float(new["b"][0, 0]) < 0  # the adapter pulls letter A down
-        else:
-            np.testing.assert_array_equal(new["b"], bank["b"])
-
-
 @pytest.mark.parametrize("reply_only", [False, True])
 def test_frozen_trunk_update_equals_full_forward_update(tiny_model, reply_only):
     """With adapters on the top layer only, the update that computes the frozen trunk once per
@@ -197,24 +176,21 @@ def test_frozen_trunk_update_equals_full_forward_update(tiny_model, reply_only):
     np.testing.assert_allclose(np.asarray(m0.loss), np.asarray(m1.loss), rtol=1e-4, atol=1e-6)
 
 
-def test_all_options_update_raises_the_policys_expected_advantage():
-    """With every slot's advantage given (`DecisionBatch.option_advantage`) and a zero sampled-slot
-    advantage, the update moves each agent's policy where the slots' advantages point: the
-    expected advantage under it, sum_a pi(a) A_a, rises on its decisions."""
+def test_objectives_that_read_every_entry_refuse_a_batch_without_them():
+    """The paper's clip ignores per-entry advantages; `target` needs them and says so in one line."""
     batch = make_batches(jax.random.key(21), N_AGENTS, B, [B] * N_AGENTS)
-    favour = jnp.zeros((N_AGENTS, B, M)).at[:, :, 1].set(1.0).at[:, :, 0].set(-1.0)  # slot 1 good, 0 bad
     keys = jax.random.split(jax.random.key(22), N_AGENTS)
     bank = zero_bank()
-    opt_state = upd.init_opt_state(OPT, bank)
-    full = batch.replace(advantage=jnp.zeros_like(batch.advantage), option_advantage=favour)
-    new, _, _ = BANK_UPDATE(W0, bank, opt_state, full, keys)
-
-    def expected(lora):  # [A] mean over each agent's decisions of sum_a pi(a) A_a
-        logits = jnp.einsum("abmf,af->abm", batch.inputs["features"], W0 + lora["w"])
-        pi = jax.nn.softmax(jnp.where(batch.inputs["menu_mask"], logits, -1e9), axis=-1)
-        return jnp.mean(jnp.sum(pi * favour, axis=-1), axis=-1)
-
-    assert (expected(new) > expected(bank) + 0.05).all()
+    target = upd.UpdateSettings(clip_eps=0.2, kl_coef=0.5, epochs=1, minibatch_size=4, kl_kind="exact",
+                                objective="target")
+    with pytest.raises(ValueError, match="objective 'target' reads every menu entry's advantage"):
+        upd.make_bank_update(menu_policy, OPT, target)(W0, bank, upd.init_opt_state(OPT, bank), batch, keys)
+    favour = jnp.zeros((N_AGENTS, B, M)).at[:, :, 1].set(1.0)
+    plain, _, _ = BANK_UPDATE(W0, bank, upd.init_opt_state(OPT, bank), batch, keys)
+    with_entries, _, _ = BANK_UPDATE(W0, bank, upd.init_opt_state(OPT, bank), batch.replace(option_advantage=favour),
+                                     keys)
+    for x, y in zip(jax.tree.leaves(plain), jax.tree.leaves(with_entries)):
+        np.testing.assert_array_equal(np.asarray(x), np.asarray(y))
 
 
 def test_target_objective_converges_to_the_regularised_optimum():

@@ -1,8 +1,8 @@
 """Can the frozen SmolLM2 read an option's value from its prompt? A linear probe (issue 15).
 
-    python experiments/value_probe.py                       # AA, 150 steps, 12 + 4 episodes, Q_u from 32 continuations
-    python experiments/value_probe.py --train-episodes 24 --val-episodes 8 --q-rollouts 32
-    python experiments/value_probe.py lora.top_layers=4        # features entering the top 4 layers instead
+    python -m experiments.lab.value_probe                       # AA, 150 steps, 12 + 4 episodes, Q_u from 32 continuations
+    python -m experiments.lab.value_probe --train-episodes 24 --val-episodes 8 --q-rollouts 32
+    python -m experiments.lab.value_probe lora.top_layers=4        # features entering the top 4 layers instead
 
 Twelve CPU-scale runs of PA-MAGRPO left the held-out score where the frozen base had it
 (`experiments/results/cpu/learning_pilots.md`). This asks whether the inputs the adapters start
@@ -52,20 +52,18 @@ from pathlib import Path
 import jax
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+from experiments.paper.learning import SETTINGS
 
-from learning import SETTINGS  # noqa: E402
+from omjax.config import load_config
+from omjax.jax_cache import enable_compilation_cache
+from omjax.options.menu import render_menu
+from omjax.options.overcooked import pot_state_code
+from omjax.prompts.overcooked import STATES, state_label
+from omjax.train import continuation
+from omjax.train.rollout import collect_group
+from omjax.train.trainer import Trainer
 
-from omjax.config import load_config  # noqa: E402
-from omjax.jax_cache import enable_compilation_cache  # noqa: E402
-from omjax.options.menu import render_menu  # noqa: E402
-from omjax.options.overcooked import pot_state_code  # noqa: E402
-from omjax.prompts.overcooked import STATES, state_label  # noqa: E402
-from omjax.train import continuation  # noqa: E402
-from omjax.train.rollout import collect_group  # noqa: E402
-from omjax.train.trainer import Trainer  # noqa: E402
-
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 EPISODE_SEED0 = 2000
 """First episode seed of the probe's episodes (training-style; held-out seeds start at 10000)."""
 BETAS = (1.0, 2.0, 4.0)
@@ -114,7 +112,7 @@ def collect(trainer: Trainer, episodes: list[int], batch: int, key: jax.Array) -
                             [0], 0, trainer.cfg.n_adapters, progress=sys.stderr.isatty(), episodes=eps, keep_trunk=True,
                             snapshots=True)[0]
         ds = out.decisions
-        q, shown = trainer.q_values.estimate([d.snapshot for d in ds], [d.agent for d in ds],
+        q, shown = trainer.credit.q_values.estimate([d.snapshot for d in ds], [d.agent for d in ds],
                                              jax.random.fold_in(key, 1_000_000 + lo))
         v = continuation.baseline(q, shown)
         for j, d in enumerate(ds):
@@ -245,9 +243,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("overrides", nargs="*", help="config key=value pairs, applied after the setting's")
     args = parser.parse_args(argv)
     enable_compilation_cache()
-    setting = SETTINGS["overcooked_q"]
+    setting = SETTINGS["overcooked_q_last_burn"]
     cfg = load_config(REPO / "configs" / setting.config,
-                      [*setting.overrides, f"train.q_rollouts={args.q_rollouts}", "run.progress=false",
+                      [*setting.overrides, f"train.credit.rollouts={args.q_rollouts}", "train.credit.burnin=0", "run.progress=false",
                        *args.overrides])
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -278,7 +276,7 @@ def main(argv: list[str] | None = None) -> int:
         for kind in ("names", "trunk+names", "state*names"):
             curve.append({"train_episodes": n, **evaluate(part, val, kind, names, n_inst, sd)})
     summary = {"experiment": "value_probe", "layout": cfg.env.layout, "horizon": cfg.env.horizon,
-               "q_horizon": cfg.train.q_horizon, "q_rollouts": cfg.train.q_rollouts,
+               "q_horizon": cfg.train.credit.horizon, "q_rollouts": cfg.train.credit.rollouts,
                "trunk_layer": trainer.policy.frozen_layers, "train_episodes": args.train_episodes,
                "val_episodes": args.val_episodes, "decisions_train": len(train), "decisions_val": len(val),
                "adv_sd": sd, "collect_s": t_collect, "results": results, "curve": curve,
@@ -290,7 +288,7 @@ def main(argv: list[str] | None = None) -> int:
     extra = "".join(f" {o}" for o in args.overrides)
     lines = [f"# Linear probe of Q_u advantages from frozen {cfg.model.name} features ({cfg.env.layout}, "
              f"{cfg.env.horizon} steps, layer {trainer.policy.frozen_layers})",
-             "", f"`python experiments/value_probe.py --train-episodes {args.train_episodes} --val-episodes "
+             "", f"`python -m experiments.lab.value_probe --train-episodes {args.train_episodes} --val-episodes "
              f"{args.val_episodes} --q-rollouts {args.q_rollouts}{extra}` ({len(train)} training / {len(val)} validation "
              f"decisions with 2+ entries, episode seeds {EPISODE_SEED0}-{EPISODE_SEED0 + n_eps - 1}; "
              f"collection {t_collect / 60:.1f} min; advantage sd {sd:.3f})", "",

@@ -1,10 +1,10 @@
 """How much cohort signal does one decision carry at a given episode length? (no LLM)
 
-    python experiments/credit_snr.py                                  # AA, horizons 20-100, K = 4 and 8
-    python experiments/credit_snr.py --horizons 20 40 --episodes 256 --rollouts 8 16
-    python experiments/credit_snr.py --horizons 10 --rollouts 16 --options place_in_pot   # another direction
-    python experiments/credit_snr.py --horizons 20 100 --rollouts 16 --credit episode reward_to_go
-    python experiments/credit_snr.py --horizons 150 --segment 10 --episodes 256 --rollouts 16 --credit reward_to_go
+    python -m experiments.lab.credit_snr                                  # AA, horizons 20-100, K = 4 and 8
+    python -m experiments.lab.credit_snr --horizons 20 40 --episodes 256 --rollouts 8 16
+    python -m experiments.lab.credit_snr --horizons 10 --rollouts 16 --options place_in_pot   # another direction
+    python -m experiments.lab.credit_snr --horizons 20 100 --rollouts 16 --credit episode reward_to_go
+    python -m experiments.lab.credit_snr --horizons 150 --segment 10 --episodes 256 --rollouts 16 --credit reward_to_go
 
 PA-MAGRPO credits every decision of rollout k with the same cohort-normalised team return A_k.
 For a policy that picks uniformly from the shipped menus (what the frozen base amounts to under
@@ -42,16 +42,14 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+from experiments.paper import common
+from experiments.lab.menu_policies import IDLE, play
 
-import common  # noqa: E402
-from menu_policies import IDLE, play  # noqa: E402
-
-from omjax.config import load_config  # noqa: E402
-from omjax.games.registry import make_game  # noqa: E402
-from omjax.options.libraries import resolve_library  # noqa: E402
-from omjax.options.overcooked import SCHEMA  # noqa: E402
-from omjax.train import grpo  # noqa: E402
+from omjax.config import load_config
+from omjax.games.registry import make_game
+from omjax.options.libraries import resolve_library
+from omjax.options.overcooked import SCHEMA
+from omjax.train import grpo
 
 
 def play_uniform(game, seeds: list[int], options=IDLE, starts: list[int] | None = None,
@@ -73,7 +71,16 @@ def play_uniform(game, seeds: list[int], options=IDLE, starts: list[int] | None 
 
 
 _episode = jax.jit(jax.vmap(grpo.group_advantages))  # [D, K] -> [D, K]
-_to_go = jax.jit(jax.vmap(grpo.reward_to_go_advantages))  # [D, K, T] -> [D, K, T]
+def _reward_to_go_advantages(rewards):
+    """[K, T] the cohort-normalised return from each step on (the removed `train.advantage:
+    reward_to_go` credit, kept here as the probe's comparison)."""
+    to_go = jnp.cumsum(rewards[:, ::-1], axis=1)[:, ::-1]  # [K, T]
+    std = jnp.std(to_go, axis=0)  # [T]
+    flat = std <= grpo.ZERO_SPREAD_TOL
+    return jnp.where(flat, 0.0, (to_go - jnp.mean(to_go, axis=0)) / jnp.where(flat, 1.0, std)), jnp.all(flat)
+
+
+_to_go = jax.jit(jax.vmap(_reward_to_go_advantages))  # [D, K, T] -> [D, K, T]
 
 
 def cohort_snr(rewards: np.ndarray, score: np.ndarray, k: int, draws: int, rng: np.random.Generator,

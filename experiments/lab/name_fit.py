@@ -1,9 +1,9 @@
 """Can the adapters learn a name preference from real Overcooked prompts at all? The update, fitted.
 
-    python experiments/name_fit.py --weights-from runs/learning_s25/overcooked_q_name/per_agent
-    python experiments/name_fit.py --weights-from RUN --train-rounds 8 --heldout-rounds 2 --fits 12
-    python experiments/name_fit.py --weights-from RUN --cache runs/nf.pkl train.objective=target
-    python experiments/name_fit.py --weights-from RUN --train-rounds 4 --heldout-from 8 --fits 2  # vs 8 rounds, 1 fit
+    python -m experiments.lab.name_fit --weights-from runs/learning_s25/overcooked_q_name/per_agent
+    python -m experiments.lab.name_fit --weights-from RUN --train-rounds 8 --heldout-rounds 2 --fits 12
+    python -m experiments.lab.name_fit --weights-from RUN --cache runs/nf.pkl train.objective=target
+    python -m experiments.lab.name_fit --weights-from RUN --train-rounds 4 --heldout-from 8 --fits 2  # vs 8 rounds, 1 fit
 
 The eleventh Overcooked setting (`learning.py --game overcooked_q_name`) credited every menu
 entry with a critic over option names and its adapters learned nothing in 1,450 decisions. This
@@ -16,7 +16,7 @@ surrogate, 2 epochs, KL to the base, each agent's own adapter) to those same dec
 times, each from the adapter the last one left (a fresh pi_old, as a new round would). After each
 fit it scores every decision of `--heldout-rounds` later rounds (never fitted on) and the fitted
 ones, and prints each agent's expected centred weight under its policy: 0 for uniform picks over
-the menu, what `name_soft` at beta 1 and 2 (`experiments/menu_policies.py`) would give on the
+the menu, what `name_soft` at beta 1 and 2 (`experiments/lab/menu_policies.py`) would give on the
 same menus, what the target objective's optimum pi_ref x exp(beta w~) at beta 2 and 4 (kl_coef
 0.5 and 0.25) gives with the base as pi_ref, and the base's own. Ends with one JSON line; `--out`
 also writes it as jsonl.
@@ -38,18 +38,16 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+from experiments.paper import common
+from experiments.paper.learning import SETTINGS
 
-import common  # noqa: E402
-from learning import SETTINGS  # noqa: E402
-
-from omjax.config import load_config  # noqa: E402
-from omjax.train.checkpoint import Checkpointer  # noqa: E402
-from omjax.train.continuation import tilted_weight  # noqa: E402
-from omjax.train.metrics import read_jsonl  # noqa: E402
-from omjax.train.rollout import collect_group, update_inputs  # noqa: E402
-from omjax.train.trainer import Trainer  # noqa: E402
-from omjax.train.update import active_minibatches  # noqa: E402
+from omjax.config import load_config
+from omjax.train.checkpoint import Checkpointer
+from omjax.train.continuation import tilted_weight
+from omjax.train.metrics import read_jsonl
+from omjax.train.rollout import collect_group, update_inputs
+from omjax.train.trainer import Trainer
+from omjax.train.update import active_minibatches
 
 
 def mean_weights(run_dir: Path) -> dict[str, float]:
@@ -159,7 +157,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--weights-from", type=Path, required=True,
                         help="a train.q_label=name run directory: its mean per-round q_name_weights")
-    parser.add_argument("--game", default="overcooked_q_name", choices=sorted(SETTINGS))
+    parser.add_argument("--game", default="overcooked_q_last_burn", choices=sorted(SETTINGS))
     parser.add_argument("--train-rounds", type=int, default=8, help="rounds of decisions fitted on")
     parser.add_argument("--heldout-rounds", type=int, default=2, help="later rounds of decisions scored only")
     parser.add_argument("--heldout-from", type=int, default=None,

@@ -1,8 +1,8 @@
 """Table 1: frozen base vs ours for every backbone x game, mean ± std over training seeds (§6.2).
 
-    python experiments/table1.py --cpu                   # CPU scale: SmolLM2-135M, Overcooked AA, 2 seeds
-    python experiments/table1.py                         # paper scale: 4 backbones x 3 games x 5 seeds
-    python experiments/table1.py --cpu --render-only
+    python -m experiments.paper.table1 --cpu                   # CPU scale: SmolLM2-135M, Overcooked AA, 2 seeds
+    python -m experiments.paper.table1                         # paper scale: 4 backbones x 3 games x 5 seeds
+    python -m experiments.paper.table1 --cpu --render-only
 
 For each game and backbone: the frozen base is evaluated once from the config (it has no training
 seed) with native actions, as the paper's Table 1 frozen row is (frozen + native, Ablation C; the
@@ -19,12 +19,10 @@ import argparse
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+from experiments.paper import common
 
-import common  # noqa: E402
-
-from omjax.eval.ablations import TABLE2_CELLS  # noqa: E402
-from omjax.eval.stats import table1_markdown  # noqa: E402
+from omjax.eval.ablations import TABLE2_CELLS
+from omjax.eval.stats import table1_markdown
 
 
 def run_game(scale: common.Scale, root: Path, game: str, backbone: str, extra: list[str]) -> None:

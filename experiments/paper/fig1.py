@@ -1,7 +1,7 @@
 """Fig. 1: per-agent macro choices of the trained team on Overcooked AA, plus the solo test.
 
-    python experiments/fig1.py --cpu
-    python experiments/fig1.py            # paper scale (the Table 2 "ours" run on Qwen3-4B)
+    python -m experiments.paper.fig1 --cpu
+    python -m experiments.paper.fig1            # paper scale (the Table 2 "ours" run on Qwen3-4B)
 
 Uses (and if needed launches) the full method's Table 1 runs on Overcooked Asymmetric Advantages,
 one per training seed (`--seeds`, default the scale's: five at paper scale), and pools their
@@ -18,12 +18,10 @@ import json
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+from experiments.paper import common
 
-import common  # noqa: E402
-
-from omjax.eval.ablations import TABLE2_CELLS  # noqa: E402
-from omjax.eval.audit_cli import audit_macro, audit_solo  # noqa: E402
+from omjax.eval.ablations import TABLE2_CELLS
+from omjax.eval.audit_cli import audit_macro, audit_solo
 
 
 def main(argv: list[str] | None = None) -> int:

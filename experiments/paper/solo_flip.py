@@ -1,7 +1,7 @@
 """§6.4 solo-test flip: train on Forced Coordination and Asymmetric Advantages, then each agent alone.
 
-    python experiments/solo_flip.py --cpu      # SmolLM2-135M at the quick-start scale
-    python experiments/solo_flip.py            # paper scale: Qwen3-4B (paper: FC team 7.57, alone 0)
+    python -m experiments.paper.solo_flip --cpu      # SmolLM2-135M at the quick-start scale
+    python -m experiments.paper.solo_flip            # paper scale: Qwen3-4B (paper: FC team 7.57, alone 0)
 
 For each layout, trains the full method (resuming a stopped run), evaluates its best checkpoint
 on the held-out seeds, then plays the solo test on the same seeds: the team, and each agent alone
@@ -17,15 +17,13 @@ import json
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+from experiments.paper import common
 
-import common  # noqa: E402
-
-from omjax.config import load_config  # noqa: E402
-from omjax.eval.ablations import TABLE2_CELLS  # noqa: E402
-from omjax.eval.audits import plot_solo_test  # noqa: E402
-from omjax.eval.cli import load_policy, parse_seeds  # noqa: E402
-from omjax.eval.solo import solo_test_policy  # noqa: E402
+from omjax.config import load_config
+from omjax.eval.ablations import TABLE2_CELLS
+from omjax.eval.audits import plot_solo_test
+from omjax.eval.cli import load_policy, parse_seeds
+from omjax.eval.solo import solo_test_policy
 
 LAYOUTS = {"forced_coordination": "overcooked_fc", "asymmetric_advantages": "overcooked_aa"}
 """Layout -> config prefix at paper scale (`configs/<prefix>_<backbone>.yaml`)."""

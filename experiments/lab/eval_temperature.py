@@ -1,6 +1,6 @@
 """Does sampling a trained team at a lower temperature sharpen what it learned? Training-style seeds.
 
-    python experiments/eval_temperature.py runs/learning_s33/overcooked_q_last_burn/per_agent \\
+    python -m experiments.lab.eval_temperature runs/learning_s33/overcooked_q_last_burn/per_agent \\
         --game overcooked_q_last_burn --seed0 5000 --episodes 16 --temperature 0.5 --out runs/s34/temp05
 
 `policy.temperature` divides every logit of a decision (state-line label and letter,
@@ -26,16 +26,14 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+from experiments.paper import common
+from experiments.paper.learning import EVAL_SEED0, SETTINGS, evaluate, evaluated
+from experiments.lab.menu_policies import IDLE
 
-import common  # noqa: E402
-from learning import EVAL_SEED0, SETTINGS, evaluate, evaluated  # noqa: E402
-from menu_policies import IDLE  # noqa: E402
-
-from omjax.config import dump_config, load_config  # noqa: E402
-from omjax.eval.stats import bootstrap_ci, mann_whitney  # noqa: E402
-from omjax.train.checkpoint import Checkpointer  # noqa: E402
-from omjax.train.trainer import Trainer  # noqa: E402
+from omjax.config import dump_config, load_config
+from omjax.eval.stats import bootstrap_ci, mann_whitney
+from omjax.train.checkpoint import Checkpointer
+from omjax.train.trainer import Trainer
 
 
 def describe(episodes: list[dict], n_agents: int) -> dict:

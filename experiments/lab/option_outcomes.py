@@ -3,7 +3,7 @@ ended in SUCCESS (its delta-form effect predicate held), EFFECT_FAIL (ran to ter
 the effect) or a typed executor failure, for the frozen base and a trained run's adapters, and
 how many of the soups handed in scored (only 3-onion soups do on the classic layouts).
 
-    python experiments/option_outcomes.py --game overcooked_q_replay \\
+    python -m experiments.lab.option_outcomes --game overcooked_q_replay \\
         --adapters-from runs/learning_s29/overcooked_q_replay/per_agent --seeds 0 8
 
 Plays `learning.py`'s setting (its held-out episode configuration) on training-style seeds
@@ -18,22 +18,19 @@ from __future__ import annotations
 import argparse
 import collections
 import json
-import sys
 from pathlib import Path
 
 import jax
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+from experiments.paper import common
+from experiments.paper.learning import EVAL_SEED0, SETTINGS
 
-import common  # noqa: E402
-from learning import EVAL_SEED0, SETTINGS  # noqa: E402
-
-from omjax.config import load_config  # noqa: E402
-from omjax.options.schema import EFFECT_FAIL, SUCCESS  # noqa: E402
-from omjax.train.checkpoint import Checkpointer  # noqa: E402
-from omjax.train.rollout import collect  # noqa: E402
-from omjax.train.trainer import Trainer  # noqa: E402
+from omjax.config import load_config
+from omjax.options.schema import EFFECT_FAIL, SUCCESS
+from omjax.train.checkpoint import Checkpointer
+from omjax.train.rollout import collect
+from omjax.train.trainer import Trainer
 
 
 def outcomes(trainer: Trainer, bank, seeds: list[int]) -> tuple[dict[str, collections.Counter], float]:
@@ -81,7 +78,7 @@ def table(name: str, counts: dict[str, collections.Counter]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--game", default="overcooked_q_replay", choices=sorted(SETTINGS))
+    parser.add_argument("--game", default="overcooked_q_last_burn", choices=sorted(SETTINGS))
     parser.add_argument("--adapters-from", type=Path, required=True, help="a learning.py run directory (per_agent)")
     parser.add_argument("--seeds", type=int, nargs=2, default=[0, 8], metavar=("FIRST", "N"))
     args = parser.parse_args(argv)

@@ -1,8 +1,8 @@
 """Does a training run read its menus? Idle picks per round against what uniform picks would give.
 
-    python experiments/idle_picks.py runs/quickstart                 # any `omjax train` run directory
-    python experiments/idle_picks.py RUN --idle wait drop_held
-    python experiments/idle_picks.py RUN --parts 3                   # + key weights by thirds of the run
+    python -m experiments.lab.idle_picks runs/quickstart                 # any `omjax train` run directory
+    python -m experiments.lab.idle_picks RUN --idle wait drop_held
+    python -m experiments.lab.idle_picks RUN --parts 3                   # + key weights by thirds of the run
 
 Reads the run's decision records (`decisions/round_XXXX.jsonl`, written by `omjax train`) and,
 per round and agent, prints the share of decisions that picked an idle option next to the share
@@ -27,13 +27,11 @@ import json
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+import numpy as np
+from experiments.lab.menu_policies import IDLE
 
-import numpy as np  # noqa: E402
-from menu_policies import IDLE  # noqa: E402
-
-from omjax.train.continuation import tilted_weight  # noqa: E402
-from omjax.train.metrics import read_jsonl  # noqa: E402
+from omjax.train.continuation import tilted_weight
+from omjax.train.metrics import read_jsonl
 
 BETAS = (1.0, 2.0, 4.0)
 

@@ -1,27 +1,27 @@
 """Does PA-MAGRPO learn? The frozen base against the trained team on held-out seeds (issue 15).
 
-    python experiments/learning.py --cpu                               # Overcooked AA, per-agent adapters
-    python experiments/learning.py --cpu --variants per_agent shared_lora
-    python experiments/learning.py --cpu --game overcooked_90min       # the same, cut to fit 90 minutes
-    python experiments/learning.py --cpu --game overcooked_h20         # 20-step training, 150-step held out
-    python experiments/learning.py --cpu --game overcooked_h10         # 10-step, K = 16, 20 rounds, letter baseline
-    python experiments/learning.py --cpu --game overcooked_h10_rtg     # the same, reward-to-go credit
-    python experiments/learning.py --cpu --game overcooked_seg10_rtg   # the same on 10-step segments of 150
-    python experiments/learning.py --cpu --game overcooked_q_reply     # per-option credit, adapters on the reply
-    python experiments/learning.py --cpu --game overcooked_q_reply_aug # the same, one relettered copy per decision
-    python experiments/learning.py --cpu --game overcooked_q_pooled    # name critic pooled over rounds, 8 epochs
-    python experiments/learning.py --cpu --game overcooked_q_pooled40  # the same, 40 rounds
-    python experiments/learning.py --cpu --game overcooked_q_state     # critic over name + read-set features
-    python experiments/learning.py --cpu --game overcooked_q_last      # ... and menu lines `label -> A`
-    python experiments/learning.py --cpu --game overcooked_q_last_b4   # ... and kl_coef 0.25, 20 seeds
-    python experiments/learning.py --cpu --game overcooked_q_last_burn # the seventeenth, critic burn-in, 20 seeds
-    python experiments/learning.py --cpu --game overcooked_q_last_burn_t05 --eval-seed0 10040  # held out at T = 0.5
-    python experiments/learning.py --cpu --game overcooked_q_last_burn_t05_16 --eval-seed0 10060  # 16 a side, <= 90 min
-    python experiments/learning.py --cpu --game overcooked_q_last_burn_t025_14 --eval-seed0 10076  # T = 0.25, 14 a side
-    python experiments/learning.py --cpu --game overcooked_q_last_burn_realign3_12 --eval-seed0 10090  # realigned (L = 3)
-    python experiments/learning.py --cpu --game cleanup                # Melting Pot, 7 agents
-    python experiments/learning.py --cpu --render-only                 # report from finished runs
-    python experiments/learning.py --cpu --root R2 --eval-seed0 10016  # replay on fresh held-out seeds
+    python -m experiments.paper.learning --cpu                               # Overcooked AA, per-agent adapters
+    python -m experiments.paper.learning --cpu --variants per_agent shared_lora
+    python -m experiments.paper.learning --cpu --game overcooked_90min       # the same, cut to fit 90 minutes
+    python -m experiments.paper.learning --cpu --game overcooked_h20         # 20-step training, 150-step held out
+    python -m experiments.paper.learning --cpu --game overcooked_h10         # 10-step, K = 16, 20 rounds, letter baseline
+    python -m experiments.paper.learning --cpu --game overcooked_h10_rtg     # the same, reward-to-go credit
+    python -m experiments.paper.learning --cpu --game overcooked_seg10_rtg   # the same on 10-step segments of 150
+    python -m experiments.paper.learning --cpu --game overcooked_q_reply     # per-option credit, adapters on the reply
+    python -m experiments.paper.learning --cpu --game overcooked_q_reply_aug # the same, one relettered copy per decision
+    python -m experiments.paper.learning --cpu --game overcooked_q_pooled    # name critic pooled over rounds, 8 epochs
+    python -m experiments.paper.learning --cpu --game overcooked_q_pooled40  # the same, 40 rounds
+    python -m experiments.paper.learning --cpu --game overcooked_q_state     # critic over name + read-set features
+    python -m experiments.paper.learning --cpu --game overcooked_q_last      # ... and menu lines `label -> A`
+    python -m experiments.paper.learning --cpu --game overcooked_q_last_b4   # ... and kl_coef 0.25, 20 seeds
+    python -m experiments.paper.learning --cpu --game overcooked_q_last_burn # the seventeenth, critic burn-in, 20 seeds
+    python -m experiments.paper.learning --cpu --game overcooked_q_last_burn_t05 --eval-seed0 10040  # held out at T = 0.5
+    python -m experiments.paper.learning --cpu --game overcooked_q_last_burn_t05_16 --eval-seed0 10060  # 16 a side, <= 90 min
+    python -m experiments.paper.learning --cpu --game overcooked_q_last_burn_t025_14 --eval-seed0 10076  # T = 0.25, 14 a side
+    python -m experiments.paper.learning --cpu --game overcooked_q_last_burn_realign3_12 --eval-seed0 10090  # realigned (L = 3)
+    python -m experiments.paper.learning --cpu --game cleanup                # Melting Pot, 7 agents
+    python -m experiments.paper.learning --cpu --render-only                 # report from finished runs
+    python -m experiments.paper.learning --cpu --root R2 --eval-seed0 10016  # replay on fresh held-out seeds
 
 One run trains the game's CPU setting (`SETTINGS`, fixed before any held-out episode was
 played) with per-agent adapters (`per_agent`) or one adapter shared by every agent
@@ -32,7 +32,7 @@ training reward: soups delivered (Overcooked), apples eaten and, for Commons Har
 alive at the end. Writes, under `<root>/<game>/`:
 
     <variant>/metrics.jsonl, learning_curve.png   training rounds (shaped return, real units, KL)
-    <variant>/decisions/round_XXXX.jsonl          every training decision (`experiments/idle_picks.py`)
+    <variant>/decisions/round_XXXX.jsonl          every training decision (`experiments/lab/idle_picks.py`)
     <policy>/eval.jsonl                           one line per held-out episode
     macro_<policy>.png                            per-agent macro-choice histogram
     report.md, summary.json                       bootstrap CIs, Mann-Whitney U of trained vs frozen
@@ -58,17 +58,15 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+from experiments.paper import common
 
-import common  # noqa: E402
-
-from omjax.config import dump_config, load_config  # noqa: E402
-from omjax.eval.audits import macro_counts, plot_macro_histogram  # noqa: E402
-from omjax.eval.stats import bootstrap_ci, mann_whitney  # noqa: E402
-from omjax.train.checkpoint import Checkpointer  # noqa: E402
-from omjax.train.metrics import MetricsLog, read_jsonl, write_jsonl_atomic  # noqa: E402
-from omjax.train.rollout import collect  # noqa: E402
-from omjax.train.trainer import Trainer, write_decisions  # noqa: E402
+from omjax.config import dump_config, load_config
+from omjax.eval.audits import macro_counts, plot_macro_histogram
+from omjax.eval.stats import bootstrap_ci, mann_whitney
+from omjax.train.checkpoint import Checkpointer
+from omjax.train.metrics import MetricsLog, read_jsonl, write_jsonl_atomic
+from omjax.train.rollout import collect
+from omjax.train.trainer import Trainer, write_decisions
 
 
 @dataclass(frozen=True)
@@ -113,7 +111,7 @@ SETTINGS = {
     # deliveries are in reach. The progress bonus (Overcooked-AI's shaped reward: +3 onion in pot,
     # +3 dish taken while a pot needs one, +5 soup plated)
     # gives every cohort a spread. The LoRA setting is the one under which the SmolLM2 menu
-    # bandit learned to read shuffled menus (`experiments/menu_bandit.py`: rank 16 on q, k, v, o
+    # bandit learned to read shuffled menus (`experiments/lab/menu_bandit.py`: rank 16 on q, k, v, o
     # of the top 8 layers), at lr 1e-3 instead of 2e-3 because a 100-step round gives each
     # agent about 40 decisions per rollout (about 40 Adam steps per round, against the
     # bandit's 8). K = 4, 7 rounds: a round is about 340 decisions, of the order of 6-8 minutes
@@ -126,7 +124,7 @@ SETTINGS = {
          "train.rounds=7", "train.kl_coef=0.01", "train.update_rows=0", "train.update_tokens=0",
          "policy.temperature=1.0", "run.progress=false"),
         "deliveries", eval_episodes=12, eval_batch=12),
-    # The same run made to fit the 90 minutes (fixed in session 8, before the first setting's
+    # The same run made to fit the 90 minutes (fixed in 2026-12-01, before the first setting's
     # trained team was evaluated, from its costs only): the first setting's rounds cost 25 min on
     # the quiet machine, 80 % of it the update. Adapters on the top 4 layers (not 8) and one PPO
     # epoch (not 2), with the update starting from the rollouts' trunk and log-probs
@@ -139,13 +137,13 @@ SETTINGS = {
          "train.rounds=7", "train.epochs=1", "train.kl_coef=0.01", "train.update_rows=0", "train.update_tokens=0",
          "policy.temperature=1.0", "run.progress=false"),
         "deliveries", eval_episodes=12, eval_batch=12),
-    # The third setting (session 10), chosen from the two above's training data and from scripted
+    # The third setting (2026-12-02, 954dae9), chosen from the two above's training data and from scripted
     # menu policies on training-style seeds (never a held-out episode): GRPO credits every decision
     # of an episode with its one team return, so the signal a decision gets shrinks with the
     # number of decisions in the episode. Under uniform menu picks on AA (128 episodes, seeds
     # 0-127, progress bonus), the cohort gradient's signal-to-noise along "avoid wait/drop_held"
     # per 1,000 decisions is 12x higher at horizon 20 than at 100 (SNR^2 10.1 vs 0.84 at K = 8;
-    # `experiments/credit_snr.py`; the throwaway version of it this setting was chosen from said 27x).
+    # `experiments/lab/credit_snr.py`; the throwaway version of it this setting was chosen from said 27x).
     # So training episodes are 20 steps (K = 8, ~8 decisions per agent each) and the held-out
     # episodes are 150 steps, where skipping the idle options pays off (`menu_policies.py
     # --horizon 150 --episodes 64`, seeds 0-63: never idle 0.78 soups, 53 % of episodes; uniform
@@ -164,7 +162,7 @@ SETTINGS = {
          "train.rounds=10", "train.epochs=1", "train.kl_coef=0.01", "train.update_rows=128",
          "train.update_tokens=512", "policy.temperature=1.0", "run.progress=false"),
         "deliveries", eval_episodes=16, eval_batch=16, eval_overrides=("env.horizon=150",)),
-    # The fourth setting (session 12), from the training data of the three above, the session-11
+    # The fourth setting (2026-12-02, 142c435), from the training data of the three above, the the 2026-12-02
     # and -12 pilots and the menu bandit (never a held-out episode). Shorter episodes again: under
     # uniform menu picks the cohort signal along "avoid wait/drop_held" is SNR^2 28 per 1,000
     # decisions at horizon 10, K = 16 (10 at 20, K = 8; `credit_snr.md`), a cohort SNR of 1.9 a
@@ -174,26 +172,26 @@ SETTINGS = {
     # `letter_prior_coef` held the letter prior flat in a pilot of this setting but slowed the
     # bandit), adapters on the top 8 layers (with 4 the bandit read half as fast per round).
     # A round (~135 decisions) costs ~170 s (pilot: 62-119 s rollouts + ~105 s update), so 20
-    # rounds and two 16-episode evaluations (~23 min each at 150 steps, session 10) take ~105 min:
+    # rounds and two 16-episode evaluations (~23 min each at 150 steps, 2026-12-02, 954dae9) take ~105 min:
     # over the 90, for the rounds the estimate says are needed (~30 at 4.4x the bandit's).
-    # Sessions 6-14 trained every setting here under a former progress bonus that paid +3 for any
-    # dish picked up (useful or not); session 15 reran this one, unchanged, under Overcooked-AI's.
+    # 2026-12-01 to 2026-12-06 trained every setting here under a former progress bonus that paid +3 for any
+    # dish picked up (useful or not); 2026-12-03, 1bd72e6 reran this one, unchanged, under Overcooked-AI's.
     "overcooked_h10": Setting("quickstart_overcooked_smollm2.yaml", _H10, "deliveries", eval_episodes=16,
                               eval_batch=16, eval_overrides=("env.horizon=150",)),
-    # The fifth setting (session 16): the fourth with one change, each decision credited with the
+    # The fifth setting (2026-12-03, 5312385): the fourth with one change, each decision credited with the
     # cohort-normalised team return from its step on (`train.advantage=reward_to_go`, not in the
-    # paper) instead of the whole episode's. Chosen from `experiments/credit_snr.py --credit`
+    # paper) instead of the whole episode's. Chosen from `experiments/lab/credit_snr.py --credit`
     # (uniform menu picks, training seeds 0-255, never a held-out episode): at horizon 10, K = 16 the
     # per-agent adapters' SNR^2 along "pick the idle options less" per 1,000 decisions rises from
     # 10.7 / 9.7 to 17.8 / 12.7 (shared adapter 14.8 -> 28.0).
     "overcooked_h10_rtg": Setting("quickstart_overcooked_smollm2.yaml", (*_H10, "train.advantage=reward_to_go"),
                                   "deliveries", eval_episodes=16, eval_batch=16, eval_overrides=("env.horizon=150",)),
-    # The sixth setting (session 17): the fifth with its 10-step rollouts played as segments of
+    # The sixth setting (2026-12-03): the fifth with its 10-step rollouts played as segments of
     # 150-step episodes (`train.segment=10`, not in the paper): each round's K = 16 rollouts start
     # from one root state at a step drawn from [0, 140], reached by uniform menu picks, so training
     # sees the states of the held-out episodes, where the fourth and fifth settings trained on the
     # opening only (a soup was never cooked in 10 steps from the reset state). Chosen from the
-    # held-out-free evidence of sessions 15-16: the scripted menu policies (training seeds) score
+    # held-out-free evidence of 2026-12-03: the scripted menu policies (training seeds) score
     # only when the idle options are avoided in every kind of state at once (0.66 deliveries vs
     # 0.09-0.19 when avoided in one kind), and under uniform picks a root-state cohort carries as
     # much signal per decision as a reset-state one for private adapters (per-agent SNR^2 per
@@ -203,7 +201,7 @@ SETTINGS = {
     "overcooked_seg10_rtg": Setting("quickstart_overcooked_smollm2.yaml",
                                     (*_H10, "train.advantage=reward_to_go", "env.horizon=150", "train.segment=10"),
                                     "deliveries", eval_episodes=16, eval_batch=16, eval_overrides=("env.horizon=150",)),
-    # The seventh setting (session 18): each decision credited with its own advantage under the
+    # The seventh setting (2026-12-03): each decision credited with its own advantage under the
     # uniform menu policy (`train.advantage=uniform_q`, not in the paper: Q_u(s, a) - V_u(s) from
     # 8 simulated 20-step continuations per menu option, every later pick uniform) instead of a
     # cohort-normalised team return, and the clipped surrogate taken over every menu entry with
@@ -223,20 +221,20 @@ SETTINGS = {
                              "train.q_rollouts=8", "train.all_options=true", "train.letter_baseline=false",
                              "train.segment=30", "train.rollouts=2", "train.rounds=14"),
                             "deliveries", eval_episodes=16, eval_batch=16),
-    # The eighth setting (session 23): the seventh with the adapters on the reply's tokens only
+    # The eighth setting (2026-12-04): the seventh with the adapters on the reply's tokens only
     # (`lora.scope=reply`, not in the paper; the prompt's keys and values are the frozen base's),
     # which cuts the update 7.5x (`python -m omjax.bench update --scope`: 23.5 s -> 3.1 s for
     # 2 x 16 decisions of 448 + 40 tokens) because the prompt runs once per round without
     # gradients. The seventh setting spent ~115 s of a ~160 s round in the update, so the same
     # 90 minutes hold ~30 rounds instead of 14 (~1,500 decisions per adapter instead of ~335; the
-    # session-19 estimate put the all-options signal's need at 2-4x the 335). 32 continuations
-    # per option (session 19: the 8-continuation estimate re-correlated > 0.5 with itself) and
+    # the 2026-12-04 estimate put the all-options signal's need at 2-4x the 335). 32 continuations
+    # per option (2026-12-04, 50c7eed: the 8-continuation estimate re-correlated > 0.5 with itself) and
     # the paper's 2 PPO epochs, both affordable now. Chosen from costs and training-style evidence
     # only (no held-out episode of it played); the frozen base is the seventh setting's (a zero
     # adapter is the base under either scope).
     "overcooked_q_reply": Setting("quickstart_overcooked_smollm2.yaml", _Q_REPLY, "deliveries",
                                   eval_episodes=16, eval_batch=16),
-    # The ninth setting (session 23): the eighth with each decision also scored under one
+    # The ninth setting (2026-12-04): the eighth with each decision also scored under one
     # relettered copy of its menu (`train.letter_augment=1`, every entry's advantage carried in
     # the copy's order). Chosen from the eighth's training data only (its held-out episodes were
     # still being played): its private adapters built a letter habit (agent 0 on A in 48-100 % of
@@ -251,7 +249,7 @@ SETTINGS = {
     "overcooked_q_reply_aug": Setting("quickstart_overcooked_smollm2.yaml",
                                       (*_Q_REPLY, "train.rounds=16", "train.letter_augment=1"),
                                       "deliveries", eval_episodes=16, eval_batch=16),
-    # The tenth setting (session 24): the eighth with a letter-marginal penalty
+    # The tenth setting (2026-12-04, 3083ef3): the eighth with a letter-marginal penalty
     # (`train.letter_prior_coef=0.3`, not in the paper: 0.3 x KL(letter marginal || uniform) per
     # minibatch, zero for any policy that reads its shuffled menus). Chosen from the eighth's and
     # ninth's training data only: their private reply-only adapters drifted into a letter habit
@@ -259,11 +257,11 @@ SETTINGS = {
     # Q_u advantage stayed at 0, and one relettered copy slowed the drift at twice the round's
     # cost without stopping it. The penalty costs nothing per round, so the eighth's 30 rounds
     # stay; 0.3 sits between the bandit's 0.1 (reading slowed: 0.65 / 0.28 at round 7) and 1.0
-    # (the base's own letter prior flattened in round 0 of the session-12 pilot, reading stalled).
+    # (the base's own letter prior flattened in round 0 of the the 2026-12-02 pilot, reading stalled).
     "overcooked_q_reply_prior": Setting("quickstart_overcooked_smollm2.yaml",
                                         (*_Q_REPLY, "train.letter_prior_coef=0.3"),
                                         "deliveries", eval_episodes=16, eval_batch=16),
-    # The eleventh setting (session 25): the eighth with each menu entry credited by a critic over
+    # The eleventh setting (2026-12-04, fdc1eaf): the eighth with each menu entry credited by a critic over
     # option names (`train.q_label=name`, not in the paper: the mean Q_u label of the entry's
     # name over every entry of the round's decisions, pooled over agents, in sd units) instead of
     # its own one-decision Q_u label, and the KL to the base at 0.5 (was 0.01), so the regularised
@@ -280,29 +278,29 @@ SETTINGS = {
     # beta 8 0; rank and greedy labels do no better (names explain 16 / 18 % of them; best 0.41 /
     # 0.50, at beta 1). So kl_coef = 1 / 2, where the KL-regularised optimum sits at beta 2.
     # (Found after: a round's decisions share one root state, so its weights swung by ~1 sd from
-    # round to round, and the adapters learned nothing; `learning_pilots.md`, session 25.)
+    # round to round, and the adapters learned nothing; `learning_pilots.md`, 2026-12-04, fdc1eaf.)
     "overcooked_q_name": Setting("quickstart_overcooked_smollm2.yaml",
                                  (*_Q_REPLY, "train.q_label=name", "train.kl_coef=0.5"),
                                  "deliveries", eval_episodes=16, eval_batch=16),
-    # The twelfth setting (session 26): the eleventh with `train.objective=target` (departure 17,
+    # The twelfth setting (2026-12-05, 70ba2e2): the eleventh with `train.objective=target` (departure 17,
     # not in the paper: each decision's menu distribution regressed onto pi_ref x exp(2 w[name]),
     # the KL-regularised optimum the eleventh's surrogate + KL aimed at), lr unchanged. Chosen from
     # training-style evidence only (no held-out episode of it played): the eleventh's adapters never
     # moved their picks' name weight (+0.022 sd in rounds 0-9 and 20-29); its surrogate pushes each
     # entry's logit by pi(a) (A_a - pi.A), next to nothing on the entries SmolLM2's favourite letter
     # leaves little mass; refitted on fixed base decisions of the eleventh's rounds 0-3 with its mean
-    # name weights (`experiments/name_fit.py`), the target moved the fitted decisions' expected name
+    # name weights (`experiments/lab/name_fit.py`), the target moved the fitted decisions' expected name
     # weight from -0.02 / +0.01 to +0.15 / +0.21 in ~96 Adam steps per agent at lr 2e-3 (the
     # surrogate: +0.03 / +0.07 in ~150) and held-out ones of rounds 4-5 to +0.02 / +0.12 (beta 1:
     # +0.24 / +0.25), still rising; at lr 6e-3 its first ~24 steps moved the policy 5x as far (KL
     # 0.15 against 0.03) and the fitted weight no further (-0.00 / +0.02), so the lr stays;
     # `name_fit/README.md`. (Found after: KL to the base 0.04-0.18, the picks' name weight at 0
     # throughout, and on fixed base decisions the final adapters scored no higher than the base;
-    # held out 0.06 vs 0.12, p = 0.58; `learning_pilots.md`, session 26.)
+    # held out 0.06 vs 0.12, p = 0.58; `learning_pilots.md`, 2026-12-05, 70ba2e2.)
     "overcooked_q_target": Setting("quickstart_overcooked_smollm2.yaml",
                                    (*_Q_REPLY, "train.q_label=name", "train.kl_coef=0.5", "train.objective=target"),
                                    "deliveries", eval_episodes=16, eval_batch=16),
-    # The thirteenth setting (session 28): the twelfth with the name critic pooled over every
+    # The thirteenth setting (2026-12-05, b97c8f8): the twelfth with the name critic pooled over every
     # round so far (`train.name_critic=pooled`, not in the paper) and 8 passes over each round's
     # decisions (`train.epochs=8`, was 2), 24 rounds (was 30) to pay for them. Chosen from the
     # twelfth's training data and `name_fit` only (no held-out episode of it played): a round's
@@ -315,10 +313,10 @@ SETTINGS = {
     # so 24 rounds (~45 min) and the trained evaluation (~29 min) fit the 90 minutes.
     # (Found after: the picks' centred name weight rose to +0.08 / +0.16 sd in rounds 16-23, idle
     # picks 0.43 / 0.41 against 0.50 / 0.53 uniform; held out 0.25 vs 0.12, p = 0.39;
-    # `learning_pilots.md`, session 28.)
+    # `learning_pilots.md`, 2026-12-05, b97c8f8.)
     "overcooked_q_pooled": Setting("quickstart_overcooked_smollm2.yaml", (*_POOLED, "train.rounds=24"), "deliveries",
                                    eval_episodes=16, eval_batch=16),
-    # The fourteenth setting (session 28): the thirteenth with 40 rounds. Chosen from the
+    # The fourteenth setting (2026-12-05, b97c8f8): the thirteenth with 40 rounds. Chosen from the
     # thirteenth's training data only, while its held-out episodes were still being played: the
     # picks' centred name weight (under its last critic) rose by thirds of the run, +0.02 / +0.06,
     # +0.07 / +0.07, +0.08 / +0.16 (a beta-1 preference: ~+0.22), and idle picks fell below the
@@ -329,10 +327,10 @@ SETTINGS = {
     # `test_kill_and_resume_reproduces_uninterrupted_metrics`).
     # (Found after: the picks' name weight stopped rising, +0.15 / +0.11 in rounds 24-31 and
     # +0.10 / +0.02 in 32-39; held out 0.06 vs 0.12, p = 0.58, the thirteenth's 0.25 noise;
-    # `learning_pilots.md`, session 28.)
+    # `learning_pilots.md`, 2026-12-05, b97c8f8.)
     "overcooked_q_pooled40": Setting("quickstart_overcooked_smollm2.yaml", (*_POOLED, "train.rounds=40"), "deliveries",
                                      eval_episodes=16, eval_batch=16),
-    # The fifteenth setting (session 29): the thirteenth with each update refitting the decisions
+    # The fifteenth setting (2026-12-05, feea2f4): the thirteenth with each update refitting the decisions
     # of the 3 rounds before it as well (`train.replay_rounds=3`, departure 18, not in the paper),
     # every entry re-credited with the pooled critic's current weights, at 2 passes (was 8), 24
     # rounds. Chosen from training data only (no held-out episode of it played): the fourteenth's
@@ -349,11 +347,11 @@ SETTINGS = {
     # (~45 min) and the trained evaluation (~24 min) take ~70 min.
     # (Found after: the picks' name weight rose as the thirteenth's did, to +0.12 / +0.12 in
     # rounds 16-23; held out the idle share fell to 0.45 / 0.41 (base 0.55 / 0.51) and deliveries
-    # did not move, 0.12 vs 0.12, p = 1.00; `learning_pilots.md`, session 29.)
+    # did not move, 0.12 vs 0.12, p = 1.00; `learning_pilots.md`, 2026-12-05, feea2f4.)
     "overcooked_q_replay": Setting("quickstart_overcooked_smollm2.yaml",
                                    (*_POOLED, "train.epochs=2", "train.replay_rounds=3", "train.rounds=24"),
                                    "deliveries", eval_episodes=16, eval_batch=16),
-    # The sixteenth setting (session 30): the thirteenth with the pooled critic keyed by option name
+    # The sixteenth setting (2026-12-05, 74c9346): the thirteenth with the pooled critic keyed by option name
     # AND the entry's guard read-set features at the decision (`train.critic_keys=state`, not in
     # the paper: held item, target pot's state, target counter's item), 32 rounds. Chosen from
     # training-style evidence only (no held-out episode of it played): the fifteenth's
@@ -372,11 +370,11 @@ SETTINGS = {
     # evaluation (~25-29 min) keep the script near 75 minutes.
     # (Found after: the picks' centred key weight rose to +0.13 / +0.09 in rounds 10-19 (beta 1 on
     # the same menus: ~+0.30) and fell back to +0.06 / +0.00 in 20-31; held out 0.19 vs 0.12,
-    # p = 0.65; `learning_pilots.md`, session 30.)
+    # p = 0.65; `learning_pilots.md`, 2026-12-05, 74c9346.)
     "overcooked_q_state": Setting("quickstart_overcooked_smollm2.yaml",
                                   (*_POOLED, "train.critic_keys=state", "train.rounds=32"), "deliveries",
                                   eval_episodes=16, eval_batch=16),
-    # The seventeenth setting (session 31): the sixteenth with each menu line written `label -> A`
+    # The seventeenth setting (2026-12-05, 578c8ba): the sixteenth with each menu line written `label -> A`
     # instead of the paper's `A) label` (`env.menu_format=letter_last`, departure 19, not in the
     # paper), 24 rounds. Chosen from training-style evidence only (no held-out episode of it
     # played): under the paper's format SmolLM2 must answer ` A` (the token letter mode scores
@@ -392,16 +390,16 @@ SETTINGS = {
     # keep the script near 77 minutes.
     # (Found after: the picks' centred key weight +0.12 / +0.07, +0.24 / +0.12, +0.07 / +0.18 by
     # thirds, about twice the sixteenth's; held out 0.31 vs 0.06 deliveries, p = 0.15, shaped 41.2
-    # vs 29.4, p = 0.073; 80 min; `learning_pilots.md`, session 31.)
+    # vs 29.4, p = 0.073; 80 min; `learning_pilots.md`, 2026-12-05, 578c8ba.)
     "overcooked_q_last": Setting("quickstart_overcooked_smollm2.yaml",
                                  (*_POOLED, "train.critic_keys=state", "env.menu_format=letter_last",
                                   "train.rounds=24"), "deliveries", eval_episodes=16, eval_batch=16),
-    # The eighteenth setting (session 32): the seventeenth with kl_coef 0.25 (the target pi_ref x
+    # The eighteenth setting (2026-12-05, 50b6126): the seventeenth with kl_coef 0.25 (the target pi_ref x
     # exp(4 w[key]) instead of beta 2), 20 rounds, held out on the paper's 20 seeds 10000-10019 (was
     # 16). Chosen from training-style evidence only (no held-out episode of it played): on fixed
     # decisions (`name_fit/README.md`: `name_fit.py ... --fits 3 train.objective=target
     # env.menu_format=letter_last train.kl_coef=0.25`, the same 198 fitted and 102 held-out base
-    # decisions as session 31's kl-0.5 fit) ~48 Adam steps per agent moved the held-out decisions
+    # decisions as 2026-12-05, 578c8ba's kl-0.5 fit) ~48 Adam steps per agent moved the held-out decisions
     # along the names by +0.17 / +0.15 over the base (kl 0.5: +0.07 / +0.11) and the fitted ones by
     # +0.21 / +0.27 (kl 0.5: +0.11 / +0.16); after ~72 steps the held-out ones scored +0.28 / +0.18,
     # about a beta-1 preference (+0.25 / +0.21 on those menus). The seventeenth's training picks
@@ -419,12 +417,12 @@ SETTINGS = {
     # picks' centred key weight did not move further, +0.13 / +0.04, +0.14 / +0.09, +0.13 / +0.07
     # (beta 1 on the same menus: +0.21-0.27); held out 0.10 vs 0.05 deliveries (2 and 1 of 20
     # episodes), p = 0.57, shaped 32.9 vs 28.8, p = 0.23; 63 min with 16 frozen episodes reused, ~87
-    # min played fresh; `learning_pilots.md`, session 32.)
+    # min played fresh; `learning_pilots.md`, 2026-12-05, 50b6126.)
     "overcooked_q_last_b4": Setting("quickstart_overcooked_smollm2.yaml",
                                     (*_POOLED, "train.critic_keys=state", "env.menu_format=letter_last",
                                      "train.kl_coef=0.25", "train.rounds=20"), "deliveries",
                                     eval_episodes=20, eval_batch=16),
-    # The nineteenth setting (session 33): the seventeenth (kl_coef 0.5) with the pooled critic
+    # The nineteenth setting (2026-12-06, 803eb70): the seventeenth (kl_coef 0.5) with the pooled critic
     # started from the value labels of 16 uniform-pick episodes played before round 0
     # (`train.critic_burnin=16`, not in the paper; ~2.5 min), 18 rounds, held out on the 20 seeds
     # 10000-10019. Chosen from training-style evidence only (no held-out episode of it played): the
@@ -447,11 +445,11 @@ SETTINGS = {
     # 1 of 20 episodes), U = 240.5, p = 0.081, shaped return 41.8 vs 28.8, p = 0.0006; 58 min with
     # the 20 frozen episodes reused, ~89 min played fresh; a confirmation declared before it ran, on
     # the fresh seeds 10020-10039: 0.25 vs 0.15, p = 0.65, shaped 37.5 vs 34.8, p = 0.81;
-    # `learning_pilots.md`, session 33.)
+    # `learning_pilots.md`, 2026-12-06, 803eb70.)
     "overcooked_q_last_burn": Setting("quickstart_overcooked_smollm2.yaml",
                                       _BURN, "deliveries",
                                       eval_episodes=20, eval_batch=16),
-    # The twentieth setting (session 34): the nineteenth's round-18 adapters (the same training,
+    # The twentieth setting (2026-12-06, 9f808d9): the nineteenth's round-18 adapters (the same training,
     # resumed from its checkpoint: no new round) and the frozen base, both sampled at temperature
     # 0.5 in the held-out episodes (`policy.temperature` divides every logit of a decision, so the
     # adapters' learned shift from the base counts double, and so do the base's letter habits),
@@ -463,47 +461,47 @@ SETTINGS = {
     # (the rule: at least 5 more delivering episodes of 16). Run as `learning.py --cpu --game
     # overcooked_q_last_burn_t05 --root runs/learning_s34 --eval-seed0 10040` with the nineteenth's
     # `per_agent/` (checkpoints, no eval file) copied into the root, so training resumes at round 18
-    # and stops. Time, played fresh: burn-in 2.8 min and 18 rounds 26.0 min (session 33), frozen
+    # and stops. Time, played fresh: burn-in 2.8 min and 18 rounds 26.0 min (2026-12-06, 803eb70), frozen
     # and trained evaluations ~30 min each (the probe's 29.6 and 28.1 min for 16), ~90 minutes.
     # (Found after: Held out at T = 0.5 on 10040-10059, the trained team delivered 0.45 [0.20,
     # 0.75] soups per episode (7 of 20 episodes) against the frozen base's 0.15 [0.00, 0.35] (3
     # of 20): U = 243.0, p = 0.128, short of 0.05; shaped return 49.2 against 35.1, p = 0.004.
-    # Evaluations 59.7 + 37.6 min; played fresh with session 33's burn-in and training, ~126
-    # min. `learning_pilots.md`, session 34.)
+    # Evaluations 59.7 + 37.6 min; played fresh with 2026-12-06, 803eb70's burn-in and training, ~126
+    # min. `learning_pilots.md`, 2026-12-06, 9f808d9.)
     "overcooked_q_last_burn_t05": Setting("quickstart_overcooked_smollm2.yaml",
                                           _BURN, "deliveries",
                                           eval_episodes=20, eval_batch=16, eval_overrides=("policy.temperature=0.5",)),
-    # The twenty-first setting (session 35): the twentieth's protocol cut to what fits the issue's
+    # The twenty-first setting (2026-12-06, bd0301a): the twentieth's protocol cut to what fits the issue's
     # 90 minutes when played fresh, which the twentieth's (20 + 20 episodes in batches of 16 + 4,
     # ~101 min) did not: the nineteenth's training played from scratch (burn-in and 18 rounds at
-    # T = 1.0, ~29 min in session 33; the same seeds, so the same adapters), then 16 held-out
+    # T = 1.0, ~29 min in 2026-12-06, 803eb70; the same seeds, so the same adapters), then 16 held-out
     # episodes a side in one batch, both sampled at T = 0.5 (the probe's 29.6 and 28.1 min for 16,
-    # session 34), ~88 min in all. Held out on the fresh seeds 10060-10075, which no setting has
+    # 2026-12-06, 9f808d9), ~88 min in all. Held out on the fresh seeds 10060-10075, which no setting has
     # played. Criterion: two-sided Mann-Whitney on deliveries, p < 0.05, and the one command's wall
     # time (burn-in, training, both evaluations) <= 90 min, alone on the cores. Nothing here was
     # chosen from a held-out episode: 16 is the most a side that fits, and the temperature is the
-    # training-seed probe's (`learning_pilots.md`, session 34). Run as `learning.py --cpu --game
+    # training-seed probe's (`learning_pilots.md`, 2026-12-06, 9f808d9). Run as `learning.py --cpu --game
     # overcooked_q_last_burn_t05_16 --root runs/learning_s35 --eval-seed0 10060` on an empty root.
     # (Found after: the training reproduced the nineteenth's bit for bit (all 18 rounds' KL equal).
     # Held out at T = 0.5 on 10060-10075, the trained team delivered 0.19 [0.00, 0.38] soups per
     # episode (3 of 16 episodes) against the frozen base's 0.19 [0.00, 0.38] (3 of 16): U = 128.0,
     # p = 1.00; shaped return 41.0 against 33.4, p = 0.16; idle share 0.42 / 0.39 against 0.50 /
-    # 0.51. Wall time 98.4 min, over 90: frozen eval 31.1, burn-in and training 37.0 (session 33:
-    # 28.8), trained eval 29.8 min. `learning_pilots.md`, session 35.)
+    # 0.51. Wall time 98.4 min, over 90: frozen eval 31.1, burn-in and training 37.0 (2026-12-06, 803eb70:
+    # 28.8), trained eval 29.8 min. `learning_pilots.md`, 2026-12-06, bd0301a.)
     "overcooked_q_last_burn_t05_16": Setting("quickstart_overcooked_smollm2.yaml",
                                              _BURN, "deliveries",
                                              eval_episodes=16, eval_batch=16,
                                              eval_overrides=("policy.temperature=0.5",)),
-    # The twenty-second setting (session 36): the twenty-first's one command (the nineteenth's
+    # The twenty-second setting (2026-12-06, 3ac5614): the twenty-first's one command (the nineteenth's
     # burn-in and 18 rounds at T = 1.0 played fresh on an empty root, then the frozen base and the
     # trained team on held-out seeds) with both sides sampled at T = 0.25 instead of 0.5, 14
     # episodes a side in one batch (was 16), on the fresh held-out seeds 10076-10089, which no
     # setting has played. Chosen by a rule fixed before its probe ran (`learning_pilots.md`,
-    # session 36): `eval_temperature.py` on the training-style seeds 5016-5023 at T = 0.25, the
+    # 2026-12-06, 3ac5614): `eval_temperature.py` on the training-style seeds 5016-5023 at T = 0.25, the
     # trained team delivered in 4 of 8 episodes (0.50 [0.12, 0.88] soups) against the frozen
     # base's 0 of 8, idle share 0.40 / 0.44 against 0.49 / 0.50 (U = 48, p = 0.030; shaped 47.5
     # against 29.1). 14 a side, not 16, because the twenty-first's 16 took 98.4 min played fresh
-    # and this session's probe ran no faster (8 episodes: 1131 s frozen, 984 s trained): with
+    # and the run's probe ran no faster (8 episodes: 1131 s frozen, 984 s trained): with
     # training at 29-37 min and 14 episodes at ~26 min a side, ~81-88 min. Criterion: two-sided
     # Mann-Whitney on deliveries p < 0.05 and the command's wall time <= 90 min alone on the cores.
     # Run as `learning.py --cpu --game overcooked_q_last_burn_t025_14 --root runs/learning_s36
@@ -513,19 +511,19 @@ SETTINGS = {
     # episodes) against the frozen base's 0.07 [0.00, 0.21] (1 of 14): U = 119.0, p = 0.156; shaped
     # return 47.6 against 34.2, p = 0.014; idle share 0.45 / 0.40 against 0.46 / 0.47. Wall time
     # 89.3 min alone (frozen eval 25.9, burn-in and training 36.0, trained eval 27.1 min): the time
-    # clause met, the p clause not. `learning_pilots.md`, session 36.)
+    # clause met, the p clause not. `learning_pilots.md`, 2026-12-06, 3ac5614.)
     "overcooked_q_last_burn_t025_14": Setting("quickstart_overcooked_smollm2.yaml",
                                               _BURN, "deliveries",
                                               eval_episodes=14, eval_batch=14,
                                               eval_overrides=("policy.temperature=0.25",)),
-    # The twenty-third setting (session 37): the twenty-second's one command (the nineteenth's
+    # The twenty-third setting (2026-12-06, 8dfa442): the twenty-second's one command (the nineteenth's
     # burn-in and 18 rounds at T = 1.0 played fresh on an empty root, then the frozen base and the
     # trained team on held-out seeds) with both sides sampled at T = 1.0 and the trained team's
     # draws realigned with L = 3 (`policy.realign`, departure 21: the reply logits ref + 3 (adapted
     # - ref), the adapters' learned shift tripled and the base's letter habits left at T = 1; for
     # the frozen base, a zero adapter, it is the base itself, bit for bit), 12 episodes a side in
     # one batch, on the fresh held-out seeds 10090-10101, which no setting has played. Chosen by a rule fixed before
-    # its probe ran (`learning_pilots.md`, session 37): `eval_temperature.py --realign 3` on the
+    # its probe ran (`learning_pilots.md`, 2026-12-06, 8dfa442): `eval_temperature.py --realign 3` on the
     # training-style seeds 5024-5031, the trained team delivered in 4 of 8 episodes (0.50 [0.12,
     # 0.88] soups) against the frozen base's 1 of 8 (0.12) at T = 1, idle share 0.39 / 0.44
     # against 0.50 / 0.55 (U = 44, p = 0.13; shaped 53.1 against 28.0, p = 0.003). 12 a side
@@ -541,8 +539,8 @@ SETTINGS = {
     # episodes) against the frozen base's 0.00 [0.00, 0.00] (0 of 12): U = 102.0, p = 0.016;
     # shaped return 51.1 against 31.2, p = 0.0039; idle share 0.36 / 0.41 against 0.48 / 0.52.
     # Wall time 90 min 42 s alone (frozen eval 25.9, burn-in and training 39.7, trained eval 24.8
-    # min; the same training took 36.0 min in session 36): the p clause met, the time clause
-    # missed by 42 s. `learning_pilots.md`, session 38. Rerun in session 39 with `HeldOut`, root
+    # min; the same training took 36.0 min in 2026-12-06, 3ac5614): the p clause met, the time clause
+    # missed by 42 s. `learning_pilots.md`, 2026-12-06, b7be48e. Rerun in 2026-12-06, 8c6a09e with `HeldOut`, root
     # runs/learning_s39: both held-out files byte-identical, all 18 KL equal, 82 min 39 s: frozen
     # eval 1496, training 2321, trained eval 1120 s.)
     "overcooked_q_last_burn_realign3_12": Setting("quickstart_overcooked_smollm2.yaml",
@@ -589,7 +587,6 @@ def train(trainer: Trainer, run_dir: Path) -> tuple[object, list[dict]]:
             row["units"] = trainer.game.agent_returns().sum(axis=1).tolist()  # [K] real task events
             if cfg.run.save_decisions:  # as `omjax train` writes them
                 write_decisions(run_dir, batch, r)
-            trainer.save_replay(run_dir, batch, r)  # before the checkpoint, as `omjax train`
             log.append(row)
             # As the trainer: the best checkpoint holds the adapters that collected the best round.
             best = before.replace(best_return=state.best_return) if row["best"] else None

@@ -1,7 +1,7 @@
 """Fig. 2: Commons Harvest patch survival, frozen base vs tuned, over a long evaluation episode.
 
-    python experiments/fig2.py            # paper scale: 400-step evaluation of the Qwen3-4B runs
-    python experiments/fig2.py --cpu      # CPU scale: SmolLM2-135M, shorter evaluation
+    python -m experiments.paper.fig2            # paper scale: 400-step evaluation of the Qwen3-4B runs
+    python -m experiments.paper.fig2 --cpu      # CPU scale: SmolLM2-135M, shorter evaluation
 
 Trains the full method on Harvest (the Table 2 "ours" cell) once per training seed (`--seeds`,
 default the scale's: five at paper scale; the curve pools their episodes), evaluates it and the frozen base with
@@ -19,13 +19,11 @@ import json
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+from experiments.paper import common
 
-import common  # noqa: E402
-
-from omjax.eval.ablations import TABLE2_CELLS  # noqa: E402
-from omjax.eval.audit_cli import audit_patches  # noqa: E402
-from omjax.eval.results import read_results, render_report  # noqa: E402
+from omjax.eval.ablations import TABLE2_CELLS
+from omjax.eval.audit_cli import audit_patches
+from omjax.eval.results import read_results, render_report
 
 GAME = "commons_harvest"
 

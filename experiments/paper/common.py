@@ -19,22 +19,19 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-REPO = Path(__file__).resolve().parents[1]
-if str(REPO) not in sys.path:
-    sys.path.insert(0, str(REPO))
+REPO = Path(__file__).resolve().parents[2]
 
-from omjax.config import load_config  # noqa: E402
-from omjax.eval import cli as eval_cli  # noqa: E402
-from omjax.eval.results import read_results  # noqa: E402
-from omjax.train import cli as train_cli  # noqa: E402
-from omjax.train.metrics import read_jsonl  # noqa: E402
-from omjax.train.trainer import seed_dir  # noqa: E402
+from omjax.config import load_config
+from omjax.eval import cli as eval_cli
+from omjax.eval.results import read_results
+from omjax.train import cli as train_cli
+from omjax.train.metrics import read_jsonl
+from omjax.train.trainer import seed_dir
 
 CONFIGS = REPO / "configs"
 

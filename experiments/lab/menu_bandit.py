@@ -1,11 +1,11 @@
 """Does SmolLM2-135M learn to read a shuffled menu? The bandit of `tests/train/bandit.py` (issue 15).
 
-    python experiments/menu_bandit.py rl --rounds 12                     # PA-MAGRPO, both paid for "deliver"
-    python experiments/menu_bandit.py rl --rounds 16 --paying pay,pick   # each agent paid for its own option
-    python experiments/menu_bandit.py supervised --steps 40 --lr 1e-3    # cross-entropy on the right letter
-    python experiments/menu_bandit.py rl --paying pay,pick train.letter_augment=3   # any config override
-    python experiments/menu_bandit.py rl --rounds 24 --noise 2.5 lora.scope=reply   # noisy team reward
-    python experiments/menu_bandit.py rl --rounds 12 lora.scope=reply env.menu_format=letter_last
+    python -m experiments.lab.menu_bandit rl --rounds 12                     # PA-MAGRPO, both paid for "deliver"
+    python -m experiments.lab.menu_bandit rl --rounds 16 --paying pay,pick   # each agent paid for its own option
+    python -m experiments.lab.menu_bandit supervised --steps 40 --lr 1e-3    # cross-entropy on the right letter
+    python -m experiments.lab.menu_bandit rl --paying pay,pick train.letter_augment=3   # any config override
+    python -m experiments.lab.menu_bandit rl --rounds 24 --noise 2.5 lora.scope=reply   # noisy team reward
+    python -m experiments.lab.menu_bandit rl --rounds 12 lora.scope=reply env.menu_format=letter_last
 
 Two agents, one decision per episode among four options (`wait here`, `pick up an onion`,
 `deliver the soup`, `drop what you hold`) whose letters are reshuffled at every decision;
@@ -22,6 +22,7 @@ Writes `<out>/curve.jsonl` (one line per evaluation) and `<out>/curve.png`.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import sys
 import time
@@ -33,15 +34,29 @@ import numpy as np
 import optax
 from matplotlib.figure import Figure
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(REPO), str(REPO / "tests" / "train")]
+REPO = Path(__file__).resolve().parents[2]
 
-from bandit import HELD_OUT_ORDERS, OPTIONS, TRAIN_ORDERS, MenuBandit, menu_of  # noqa: E402
-from test_learning import SMOLLM2_SETTING, menu_inputs, option_probabilities  # noqa: E402
 
-from omjax.config import load_config  # noqa: E402
-from omjax.models import load  # noqa: E402
-from omjax.train.trainer import Trainer  # noqa: E402
+def _test_module(name: str):
+    """A module of `tests/train/` (the bandit and its learning test's helpers), loaded by path: the
+    probe reuses the acceptance test's setting instead of a copy that could drift from it."""
+    spec = importlib.util.spec_from_file_location(name, REPO / "tests" / "train" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module  # test_learning imports `bandit` by its bare name
+    spec.loader.exec_module(module)
+    return module
+
+
+_bandit = _test_module("bandit")
+_learning_test = _test_module("test_learning")
+HELD_OUT_ORDERS, OPTIONS, TRAIN_ORDERS, MenuBandit, menu_of = (
+    _bandit.HELD_OUT_ORDERS, _bandit.OPTIONS, _bandit.TRAIN_ORDERS, _bandit.MenuBandit, _bandit.menu_of)
+SMOLLM2_SETTING, menu_inputs, option_probabilities = (
+    _learning_test.SMOLLM2_SETTING, _learning_test.menu_inputs, _learning_test.option_probabilities)
+
+from omjax.config import load_config
+from omjax.models import load
+from omjax.train.trainer import Trainer
 
 
 

@@ -1,9 +1,9 @@
 """Fig. 3: per-agent visit heatmaps of the trained team (paper: Cleanup, 7 agents).
 
-    python experiments/fig3.py                         # paper scale: Cleanup, Qwen3-4B "ours" run
-    python experiments/fig3.py --cpu                   # CPU scale: the game the CPU scale trains
-    python experiments/fig3.py --cpu --games overcooked_aa
-    python experiments/fig3.py --cpu --run runs/experiments_cpu/fig2/tuned   # a finished run
+    python -m experiments.paper.fig3                         # paper scale: Cleanup, Qwen3-4B "ours" run
+    python -m experiments.paper.fig3 --cpu                   # CPU scale: the game the CPU scale trains
+    python -m experiments.paper.fig3 --cpu --games overcooked_aa
+    python -m experiments.paper.fig3 --cpu --run runs/experiments_cpu/fig2/tuned   # a finished run
 
 Uses (and if needed launches) the Table 2 "ours" run of the game, or the finished run given with
 `--run` (e.g. Fig. 2's tuned Harvest team, whose 7 agents' 100-step CPU-scale evaluation is the
@@ -19,12 +19,10 @@ import json
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+from experiments.paper import common
+from experiments.paper import table2
 
-import common  # noqa: E402
-import table2  # noqa: E402
-
-from omjax.eval.audit_cli import audit_heatmap  # noqa: E402
+from omjax.eval.audit_cli import audit_heatmap
 
 
 def main(argv: list[str] | None = None) -> int:

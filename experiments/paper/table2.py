@@ -1,8 +1,8 @@
 """Table 2: the six ablation cells x games on one backbone (paper §6.1-§6.2).
 
-    python experiments/table2.py --cpu                   # CPU scale, Overcooked AA, SmolLM2-135M
-    python experiments/table2.py --games overcooked_aa   # paper scale (Qwen3-4B configs)
-    python experiments/table2.py --cpu --render-only     # re-render from finished runs
+    python -m experiments.paper.table2 --cpu                   # CPU scale, Overcooked AA, SmolLM2-135M
+    python -m experiments.paper.table2 --games overcooked_aa   # paper scale (Qwen3-4B configs)
+    python -m experiments.paper.table2 --cpu --render-only     # re-render from finished runs
 
 Each cell is the game's config plus the cell's overrides (`omjax.eval.ablations.TABLE2_CELLS`).
 Frozen cells are evaluated straight from the config (no training); trained cells are trained,
@@ -17,13 +17,11 @@ import argparse
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+from experiments.paper import common
 
-import common  # noqa: E402
-
-from omjax.eval.ablations import TABLE2_CELLS  # noqa: E402
-from omjax.eval.results import read_results, render_report  # noqa: E402
-from omjax.eval.stats import table2_markdown  # noqa: E402
+from omjax.eval.ablations import TABLE2_CELLS
+from omjax.eval.results import read_results, render_report
+from omjax.eval.stats import table2_markdown
 
 
 def run_cell(scale: common.Scale, root: Path, game: str, cell: str, extra: list[str]) -> None:

@@ -1,7 +1,7 @@
 """The §5.1 burn-in control: uniform vs frozen-LLM burn-in, same episodes, guards found and wall time.
 
-    python experiments/burnin_control.py --cpu                 # SmolLM2-135M, 2 + 2 episodes of 60 steps
-    python experiments/burnin_control.py                       # paper scale: Qwen3-4B, 2,000 + 2,000 x 400 steps
+    python -m experiments.paper.burnin_control --cpu                 # SmolLM2-135M, 2 + 2 episodes of 60 steps
+    python -m experiments.paper.burnin_control                       # paper scale: Qwen3-4B, 2,000 + 2,000 x 400 steps
 
 Runs the Overcooked AA burn-in twice over the same solo and team episodes, once with the uniform
 policy of Stage 2 and once with the frozen base choosing from the same guardless menu through the
@@ -18,13 +18,11 @@ from pathlib import Path
 
 from matplotlib.figure import Figure
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+from experiments.paper import common
 
-import common  # noqa: E402
-
-from omjax.config import load_config  # noqa: E402
-from omjax.eval.burnin_control import compare_burnins  # noqa: E402
-from omjax.train.trainer import Trainer  # noqa: E402
+from omjax.config import load_config
+from omjax.eval.burnin_control import compare_burnins
+from omjax.train.trainer import Trainer
 
 LAYOUT = "asymmetric_advantages"
 

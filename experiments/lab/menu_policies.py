@@ -1,16 +1,16 @@
 """How much there is to learn in a game setting: scripted menu policies, no LLM.
 
-    python experiments/menu_policies.py                                   # AA and cramped_room, 100 steps
-    python experiments/menu_policies.py --layouts cramped_room --horizon 200 --episodes 64
-    python experiments/menu_policies.py --layouts asymmetric_advantages --horizon 150 --episodes 256 \
+    python -m experiments.lab.menu_policies                                   # AA and cramped_room, 100 steps
+    python -m experiments.lab.menu_policies --layouts cramped_room --horizon 200 --episodes 64
+    python -m experiments.lab.menu_policies --layouts asymmetric_advantages --horizon 150 --episodes 256 \
         --policies uniform no_idle half_idle --power 16 32 64     # what a held-out test can detect
-    python experiments/menu_policies.py --layouts asymmetric_advantages --horizon 150 --episodes 32 \
+    python -m experiments.lab.menu_policies --layouts asymmetric_advantages --horizon 150 --episodes 32 \
         --policies uniform q_greedy q_soft                       # what train.advantage=uniform_q rates
-    python experiments/menu_policies.py --layouts asymmetric_advantages --horizon 150 --episodes 128 \
+    python -m experiments.lab.menu_policies --layouts asymmetric_advantages --horizon 150 --episodes 128 \
         --policies uniform no_idle name_soft --name-beta 0.5 1 2 4 --power 16 32   # names alone
-    python experiments/menu_policies.py --layouts asymmetric_advantages --horizon 150 --episodes 128 \
+    python -m experiments.lab.menu_policies --layouts asymmetric_advantages --horizon 150 --episodes 128 \
         --policies uniform name_soft --labels value rank greedy --q-rollouts 32 --power 16  # per label
-    python experiments/menu_policies.py --layouts asymmetric_advantages --horizon 150 --episodes 128 \
+    python -m experiments.lab.menu_policies --layouts asymmetric_advantages --horizon 150 --episodes 128 \
         --policies uniform name_soft --critic-keys name state --q-rollouts 32 --power 16  # keyed by state
 
 Each policy picks from the same menus the LLM sees (the shipped option library, guards and
@@ -47,17 +47,38 @@ from pathlib import Path
 import jax
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+from experiments.paper import common
 
-import common  # noqa: E402
-
-from omjax.config import CRITIC_KEYS, load_config  # noqa: E402
-from omjax.eval.stats import bootstrap_ci, mann_whitney  # noqa: E402
-from omjax.games.registry import make_game  # noqa: E402
-from omjax.options.libraries import resolve_library  # noqa: E402
-from omjax.train.continuation import (ENTRY_LABELS, UniformQ, entry_keys, entry_labels, name_weights,  # noqa: E402
+from omjax.config import CRITIC_KEYS, load_config
+from omjax.eval.stats import bootstrap_ci, mann_whitney
+from omjax.games.registry import make_game
+from omjax.options.libraries import resolve_library
+from omjax.train.continuation import (UniformQ, entry_keys, name_weights,
                                       uniform_menus)
-from omjax.train.rollout import segment_plan, walk_entry  # noqa: E402
+from omjax.train.continuation import entry_labels as value_labels
+
+ENTRY_LABELS = ("value", "rank", "greedy")
+"""Labels of one menu's Q_u this probe can fit name weights to (the trainer's critic uses "value")."""
+
+
+def entry_labels(q: np.ndarray, label: str = "value") -> np.ndarray:
+    """[n] each entry's label from the menu's Q_u [n]: "value" Q_u - mean (`continuation.entry_labels`);
+    "rank" the centred rank in [-1/2, 1/2] (ties share their mean rank); "greedy" 1 / m at the m
+    best entries less 1 / n. Each sums to zero over the menu; a one-entry menu is 0."""
+    if label not in ENTRY_LABELS:
+        raise ValueError(f"unknown Q_u label {label!r}; known: {', '.join(ENTRY_LABELS)}")
+    q = np.asarray(q, np.float64)
+    n = len(q)
+    if label == "value" or n < 2:
+        return value_labels(q)
+    if label == "greedy":
+        best = q == q.max()
+        return best / best.sum() - 1.0 / n
+    below = (q[None, :] < q[:, None]).sum(axis=1)
+    ties = (q[None, :] == q[:, None]).sum(axis=1)
+    return (below + (ties - 1) / 2 - (n - 1) / 2) / (n - 1)
+
+from omjax.train.rollout import segment_plan, walk_entry
 
 IDLE = ("wait", "drop_held")
 

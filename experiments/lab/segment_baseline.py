@@ -1,7 +1,7 @@
 """Did a segment-trained run beat uniform picks from its own root states? (training seeds only)
 
-    python experiments/segment_baseline.py runs/learning_s17/overcooked_seg10_rtg/per_agent
-    python experiments/segment_baseline.py RUN --rollouts 64
+    python -m experiments.lab.segment_baseline runs/learning_s17/overcooked_seg10_rtg/per_agent
+    python -m experiments.lab.segment_baseline RUN --rollouts 64
 
 Under `train.segment` every round's cohort starts from its own root state, so the training
 return swings with the root (0 where nothing can be potted in the segment, 3+ where a soup is
@@ -24,15 +24,13 @@ from pathlib import Path
 import numpy as np
 from scipy import stats
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+from experiments.lab.menu_policies import play
 
-from menu_policies import play  # noqa: E402
-
-from omjax.config import load_config  # noqa: E402
-from omjax.games.registry import make_game  # noqa: E402
-from omjax.options.libraries import resolve_library  # noqa: E402
-from omjax.train.metrics import read_jsonl  # noqa: E402
-from omjax.train.rollout import walk_rng  # noqa: E402
+from omjax.config import load_config
+from omjax.games.registry import make_game
+from omjax.options.libraries import resolve_library
+from omjax.train.metrics import read_jsonl
+from omjax.train.rollout import walk_rng
 
 
 def baselines(run_dir: Path, rollouts: int, first: int = 0) -> list[dict]:

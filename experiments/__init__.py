@@ -1,0 +1,1 @@
+"""Launch scripts: `paper` makes the paper's tables and figures, `lab` holds the probes."""

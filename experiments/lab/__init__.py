@@ -1,0 +1,1 @@
+"""Lab probes behind docs/results.md: `python -m experiments.lab.<name>`."""

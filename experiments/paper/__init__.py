@@ -1,0 +1,1 @@
+"""One command per table and figure of the paper: `python -m experiments.paper.<name>`."""
