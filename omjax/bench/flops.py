@@ -179,16 +179,32 @@ def remat_fraction(no_remat_bytes: float, remat_bytes: float, device_bytes: floa
 
 def dims_of(params: Any, lora_shapes: list[dict[str, tuple[int, int]]], targets: tuple[str, ...], rank: int,
             hidden: int, vocab: int) -> Dims:
-    """`Dims` from a parameter tree (arrays or `jax.ShapeDtypeStruct`s, `params["layers"]` a list of
+    """`Dims` from a parameter tree (arrays or `jax.ShapeDtypeStruct`s; `params["layers"]` a
+    stack `{name: [L, ...]}`, one stack per layer kind `{kind: {name: [N, ...]}}`, or a list of
     per-layer dicts) and the family's `lora_shapes`. A layer with a `q` projection is a
     quadratic-attention layer; its `o` projection's input width is heads x head_dim."""
-    import jax
-
-    layers = params["layers"]
-    matmul = sum(int(x.size) for layer in layers for x in jax.tree.leaves(layer) if len(x.shape) >= 2)
-    attention = tuple(int(layer["o"].shape[0]) for layer in layers if "q" in layer)
+    layers = _per_layer_shapes(params["layers"])
+    matmul = sum(_size(s) for layer in layers for s in layer.values() if len(s) >= 2)
+    attention = tuple(int(layer["o"][0]) for layer in layers if "q" in layer)
     lora = sum(rank * (i + o) for layer in lora_shapes for name, (i, o) in layer.items() if name in targets)
     return Dims(matmul=matmul, attention=attention, hidden=hidden, vocab=vocab, lora=lora)
+
+
+def _per_layer_shapes(layers: Any) -> list[dict[str, tuple[int, ...]]]:
+    """Each layer's `{name: shape}` (without the stack axis) from any of `dims_of`'s layouts."""
+    if isinstance(layers, (list, tuple)):
+        return [{k: tuple(v.shape) for k, v in layer.items() if hasattr(v, "shape")} for layer in layers]
+    if all(isinstance(v, dict) for v in layers.values()):                 # one stack per kind
+        return [layer for stack in layers.values() for layer in _per_layer_shapes(stack)]
+    n = next(iter(layers.values())).shape[0]
+    return [{k: tuple(v.shape[1:]) for k, v in layers.items()}] * n
+
+
+def _size(shape: tuple[int, ...]) -> int:
+    out = 1
+    for d in shape:
+        out *= int(d)
+    return out
 
 
 def peak_tflops(device_kind: str) -> float | None:
