@@ -1,11 +1,14 @@
-"""Causal attention in query blocks (`base.attention`) vs one pass over all keys, on a SmolLM2
+"""The two implementations of `base.attention` side by side: causal attention in query blocks
+(`blocked`, the CPU default) against `jax.nn.dot_product_attention` (`fused`, the accelerator
+default: cuDNN flash attention on a GPU, one XLA pass over all keys on the CPU), on a SmolLM2
 suffix prefill through the shared-prefix cache (the decision path's shape).
 
     python -m omjax.bench attention [--lengths 512,768] [--repeats 3]
 
-Both programs run in one process, interleaved; the one-pass program is traced with
-`base.QUERY_BLOCK` set above the chunk length (restored after), so it is the same code with one
-block. Prints best times, their ratio and the largest logit difference, then one JSON line.
+Both programs run in one process, interleaved; each is traced with `base.ATTENTION` set to its
+implementation (restored after), so they are the same forward but for the attention. Prints
+best times, their ratio (fused / blocked seconds) and the largest logit difference, then one
+JSON line.
 """
 
 from __future__ import annotations
@@ -35,8 +38,9 @@ def main(argv: list[str] | None = None) -> int:
     pt, pm = inference.prefix_arrays(rng.randint(0, 1000, args.prefix).tolist())
     pc = inference.prefill(m.family, m.params, m.config, jnp.asarray(pt), jnp.asarray(pm))
     res = {"bench": "attention", "model": args.model, "rows": args.rows, "prefix": args.prefix,
-           "query_block": base.QUERY_BLOCK}
-    print(f"{'suffix tokens':>14s}{'blocked s':>11s}{'one pass s':>12s}{'ratio':>8s}{'max |dlogit|':>14s}")
+           "query_block": base.QUERY_BLOCK, "backend": jax.default_backend(),
+           "default": base.attention_implementation()}
+    print(f"{'suffix tokens':>14s}{'blocked s':>11s}{'fused s':>12s}{'ratio':>8s}{'max |dlogit|':>14s}")
     for t in [int(x) for x in args.lengths.split(",")]:
         lens = [t - (17 * i) % (t // 3) for i in range(args.rows)]  # left-padded rows of unequal length
         tok, mask = inference.left_pad([rng.randint(0, 1000, n).tolist() for n in lens], length=t)
@@ -45,14 +49,14 @@ def main(argv: list[str] | None = None) -> int:
             return jax.jit(lambda p, c, x, mk: m.family.forward(
                 p, m.config, x, attention_mask=mk, cache=inference.extend_for(c, args.rows, t))[0])
 
-        fns, block = {}, base.QUERY_BLOCK
+        fns, chosen = {}, base.ATTENTION
         try:
-            for name, size in (("blocked", block), ("one_pass", t + 1)):
-                base.QUERY_BLOCK = size
+            for name in base.ATTENTION_IMPLEMENTATIONS:
+                base.ATTENTION = name
                 fns[name] = program()
-                fns[name](m.params, pc, tok, mask).block_until_ready()  # compile under this block size
+                fns[name](m.params, pc, tok, mask).block_until_ready()  # compile under this implementation
         finally:
-            base.QUERY_BLOCK = block
+            base.ATTENTION = chosen
         best = {k: float("inf") for k in fns}
         for _ in range(args.repeats):
             for k, f in fns.items():
@@ -61,10 +65,10 @@ def main(argv: list[str] | None = None) -> int:
                 best[k] = min(best[k], time.perf_counter() - t0)
         real = np.asarray(mask).astype(bool)
         diff = float(np.abs(np.asarray(fns["blocked"](m.params, pc, tok, mask))
-                            - np.asarray(fns["one_pass"](m.params, pc, tok, mask)))[real].max())
-        ratio = best["one_pass"] / best["blocked"]
-        print(f"{t:14d}{best['blocked']:11.2f}{best['one_pass']:12.2f}{ratio:8.2f}{diff:14.1e}")
-        res[str(t)] = {"blocked_s": best["blocked"], "one_pass_s": best["one_pass"], "speedup": ratio,
+                            - np.asarray(fns["fused"](m.params, pc, tok, mask)))[real].max())
+        ratio = best["fused"] / best["blocked"]
+        print(f"{t:14d}{best['blocked']:11.2f}{best['fused']:12.2f}{ratio:8.2f}{diff:14.1e}")
+        res[str(t)] = {"blocked_s": best["blocked"], "fused_s": best["fused"], "fused_over_blocked": ratio,
                        "max_abs_logit_diff": diff}
     print(json.dumps(res))
     return 0

@@ -169,28 +169,55 @@ def apply_rope(x: jax.Array, cos: jax.Array, sin: jax.Array) -> jax.Array:
 
 
 QUERY_BLOCK = 64
-"""Queries per block of `attention` (64 measured best on SmolLM2's prefill shapes, 2-core CPU)."""
+"""Queries per block of the blocked attention (64 measured best on SmolLM2's prefill shapes,
+2-core CPU)."""
+
+ATTENTION_IMPLEMENTATIONS = ("blocked", "fused")
+
+ATTENTION: str | None = None
+"""The implementation `attention` uses when a call names none; None: `attention_implementation`'s
+choice for the backend. Read at trace time (a benchmark sets it to compare the two)."""
+
+
+def attention_implementation() -> str:
+    """`fused` (`jax.nn.dot_product_attention`, cuDNN flash attention on a GPU where its shapes
+    and dtypes allow, XLA otherwise) on an accelerator; `blocked` (below) on the CPU, where
+    skipping the masked upper triangle measured faster (`python -m omjax.bench attention`)."""
+    if ATTENTION is not None:
+        return ATTENTION
+    return "blocked" if jax.default_backend() == "cpu" else "fused"
 
 
 def attention(q: jax.Array, k: jax.Array, v: jax.Array, mask: jax.Array, *, scale: float,
-              softcap: float | None = None) -> jax.Array:
-    """Causal grouped-query attention, in blocks of `QUERY_BLOCK` queries.
+              softcap: float | None = None, implementation: str | None = None) -> jax.Array:
+    """Causal grouped-query attention.
 
     q: [B, T, Hq, Dh]; k, v: [B, S, Hkv, Dh(v)]; mask: [B, T, S] bool (True = may attend).
-    Returns [B, T, Hq, Dv]. Scores and softmax run in f32.
+    Returns [B, T, Hq, Dv]. Scores and softmax run in f32. `implementation`: one of
+    `ATTENTION_IMPLEMENTATIONS`, default `attention_implementation()`; both give the same
+    output up to float rounding (test) for every query that sees a key, and a finite one (never
+    read) for a padding query that sees none, so no NaN reaches a gradient. Soft-capped scores always take the blocked path.
 
-    The mask must be causal in slot order with the T queries in the last T slots or earlier
-    (query t at slot <= S - T + t: a chunk written into a cache at `write_index`, or S = T
-    without one), which every caller's `Context.mask` is. Then no key slot after
-    S - T + (block end) is visible to a block, so each block scores only the keys before it:
-    the masked upper triangle is never computed, and each block's [B, K, 64 G, S'] scores stay
-    small enough to be reused from cache (SmolLM2, 8 x 768 queries on 889 keys: 0.36 s -> 0.16 s
-    a layer, outputs within 2e-7). The result equals one pass over all keys up to float
-    rounding: the skipped keys have probability exactly 0 there.
+    `blocked` runs blocks of `QUERY_BLOCK` queries. The mask must be causal in slot order with
+    the T queries in the last T slots or earlier (query t at slot <= S - T + t: a chunk written
+    into a cache at `write_index`, or S = T without one), which every caller's `Context.mask`
+    is. Then no key slot after S - T + (block end) is visible to a block, so each block scores
+    only the keys before it: the masked upper triangle is never computed, and each block's
+    [B, K, 64 G, S'] scores stay small enough to be reused from cache (SmolLM2, 8 x 768 queries
+    on 889 keys: 0.36 s -> 0.16 s a layer, outputs within 2e-7). The skipped keys have
+    probability exactly 0, so the result equals one pass over all keys up to rounding.
     """
     t, s_len = q.shape[1], k.shape[1]
     if q.shape[2] % k.shape[2]:
         raise ValueError(f"{q.shape[2]} query heads are not a multiple of {k.shape[2]} key/value heads")
+    impl = implementation or attention_implementation()
+    if impl not in ATTENTION_IMPLEMENTATIONS:
+        raise ValueError(f"attention implementation {impl!r}; expected one of {ATTENTION_IMPLEMENTATIONS}")
+    if impl == "fused" and softcap is None:
+        # A query that sees no key attends to every key (a finite mean of the values), never
+        # a 0/0 in the flash kernel.
+        mask = mask | ~jnp.any(mask, axis=-1, keepdims=True)
+        return jax.nn.dot_product_attention(q, k, v, mask=mask[:, None], scale=scale)
     outs = []
     for lo in range(0, t, QUERY_BLOCK):
         hi = min(lo + QUERY_BLOCK, t)

@@ -296,7 +296,8 @@ class LetterPolicy(_BankPolicy):
         if "prompt_cache" in inputs:
             saved = inputs["prompt_cache"]
             first = self.frozen_layers
-            cache = {"layers": base_lib.cache_layers_above_trunk(saved["layers"], first), "positions": saved["positions"],
+            layers = _rows_second(saved["layers"])
+            cache = {"layers": base_lib.cache_layers_above_trunk(layers, first), "positions": saved["positions"],
                      "index": jnp.asarray(t, jnp.int32)}
             last, kept = inputs["prompt_logits"], []
         else:
@@ -363,7 +364,9 @@ class LetterPolicy(_BankPolicy):
         if not self.reply_only or "prompt_cache" in inputs:
             return inputs
         last, cache, _ = self._prompt_pass(base, inputs, None, False)
-        saved = {"layers": base_lib.cache_layers_from(cache["layers"], self.frozen_layers), "positions": cache["positions"]}
+        # Rows first on every leaf, as the update chunks and takes every prepared input by row.
+        layers = _rows_first(base_lib.cache_layers_from(cache["layers"], self.frozen_layers))
+        saved = {"layers": layers, "positions": cache["positions"]}
         return {**inputs, "prompt_cache": saved, "prompt_logits": last}
 
     def sequences(self, inputs: dict) -> tuple[jax.Array, jax.Array]:
@@ -465,3 +468,14 @@ class SamplePolicy(_BankPolicy):
         """
         toks, logps, live = self._generate(base, bank, caches, jnp.asarray(index, jnp.int32), tokens, mask, keys)
         return to_host((toks, logps, live))
+
+
+def _rows_first(layers):
+    """A cache's `layers` with rows on axis 0: a scanned stack's `[L, B, ...]` leaves become
+    `[B, L, ...]`; a per-layer list is already row-first."""
+    return jax.tree.map(lambda x: jnp.moveaxis(x, 0, 1), layers) if isinstance(layers, dict) else layers
+
+
+def _rows_second(layers):
+    """`_rows_first` undone."""
+    return jax.tree.map(lambda x: jnp.moveaxis(x, 1, 0), layers) if isinstance(layers, dict) else layers

@@ -1,4 +1,5 @@
-"""`base.attention` runs causal attention in query blocks that score only the keys before them."""
+"""`base.attention`: causal attention in query blocks that score only the keys before them
+(`blocked`), or through `jax.nn.dot_product_attention` (`fused`); the two agree."""
 
 import jax
 import jax.numpy as jnp
@@ -63,6 +64,34 @@ def test_a_chunk_that_fills_the_cache_and_an_uncached_sequence_are_covered():
         out = base.attention(q, k, v, mask, scale=0.35)
         ref = base._attention_block(q, k, v, mask, 0.35, None)
         np.testing.assert_allclose(np.asarray(out)[real], np.asarray(ref)[real], atol=1e-6, rtol=0)
+
+
+def test_fused_equals_blocked_values_gradients_and_padding_rows():
+    """`jax.nn.dot_product_attention` (XLA here, cuDNN on a GPU) with the same mask: branches,
+    padding anywhere, grouped heads; a padding query (no visible key) gets a finite output (its
+    value is never read), so no NaN reaches a gradient."""
+    q, k, v, mask, real = _chunk(prefix=0)                       # no cached prefix: padding sees no key
+    assert not bool(jnp.all(jnp.any(mask, axis=-1)))
+    w = jnp.asarray(np.random.RandomState(2).randn(*q.shape), jnp.float32) * real[:, :, None, None]
+    run = lambda impl, q, k, v: base.attention(q, k, v, mask, scale=0.35, implementation=impl)
+    out, ref = run("fused", q, k, v), run("blocked", q, k, v)
+    assert bool(jnp.all(jnp.isfinite(out)))
+    np.testing.assert_allclose(np.asarray(out)[real], np.asarray(ref)[real], atol=1e-5, rtol=0)
+    g = jax.grad(lambda *a: jnp.sum(run("fused", *a) * w), argnums=(0, 1, 2))(q, k, v)
+    g_ref = jax.grad(lambda *a: jnp.sum(run("blocked", *a) * w), argnums=(0, 1, 2))(q, k, v)
+    for x, y in zip(g, g_ref):
+        assert float(jnp.abs(y).max()) > 0 and bool(jnp.all(jnp.isfinite(x)))
+        np.testing.assert_allclose(np.asarray(x), np.asarray(y), atol=1e-4, rtol=0)
+
+
+def test_fused_default_on_accelerators_and_a_bad_name_is_a_clear_error(monkeypatch):
+    q, k, v, mask, _ = _chunk(t=10)
+    monkeypatch.setattr(jax, "default_backend", lambda: "gpu")
+    assert base.attention_implementation() == "fused"
+    monkeypatch.setattr(jax, "default_backend", lambda: "cpu")
+    assert base.attention_implementation() == "blocked"
+    with pytest.raises(ValueError, match="attention implementation 'flash'"):
+        base.attention(q, k, v, mask, scale=1.0, implementation="flash")
 
 
 def test_head_mismatch_is_a_clear_error():

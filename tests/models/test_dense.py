@@ -91,6 +91,25 @@ def test_logits_match_pytorch(tiny):
     np.testing.assert_allclose(ours[real], ref[real], atol=1e-4, rtol=0)
 
 
+def test_fused_attention_matches_pytorch_with_padding_and_a_cached_prefix(tiny_qwen3, monkeypatch):
+    """The accelerators' attention (`jax.nn.dot_product_attention`, XLA here) in the whole model:
+    left-padded logits and a suffix through a cached prefix against transformers."""
+    monkeypatch.setattr(base, "ATTENTION", "fused")
+    model, path = tiny_qwen3
+    m = load(path, dtype=jnp.float32, with_tokenizer=False)
+    tokens, mask = _batch(seed=5)
+    ours, _ = m.family.forward(m.params, m.config, jnp.asarray(tokens), attention_mask=jnp.asarray(mask))
+    real = mask.astype(bool)
+    np.testing.assert_allclose(np.asarray(ours)[real], _torch_logits(model, tokens, mask)[real], atol=1e-4, rtol=0)
+    prefix, suffix = tokens[0, :6].tolist(), tokens[:, 6:]
+    pt, pm = inference.prefix_arrays(prefix)
+    pc = inference.prefill(m.family, m.params, m.config, jnp.asarray(pt), jnp.asarray(pm))
+    cached, _ = m.family.forward(m.params, m.config, jnp.asarray(suffix), cache=inference.extend_for(pc, B, T - 6))
+    full = np.concatenate([np.repeat(tokens[:1, :6], B, 0), suffix], axis=1)
+    ref = _torch_logits(model, full, np.ones_like(full))[:, 6:]
+    np.testing.assert_allclose(np.asarray(cached), ref, atol=1e-4, rtol=0)
+
+
 def _random_lora(m, cfg, seed=1, rank=4):
     bank = lora.init_lora(jax.random.PRNGKey(seed), m.family.lora_shapes(m.config), cfg, 1)
     # Nonzero B so the adapter actually changes the outputs.
