@@ -14,7 +14,8 @@ Family contract (one module per HF `model_type`, registered in `FAMILIES`):
     params_from_hf(cfg, get, dtype) -> params pytree
         `get(name)` returns the HF tensor called `name` (raises naming it if missing); each
         tensor's shape is checked with `base.take` (error names the tensor). Linear weights
-        are `[D_in, D_out]`; `params["layers"]` is a layer stack `{name: [L, ...]}` (dense) or one stack per layer kind `{kind: {name: [N_kind, ...]}}`, or a list of per-layer dicts (gemma4).
+        are `[D_in, D_out]`; `params["layers"]` is a layer stack `{name: [L, ...]}` (dense) or one
+        stack per layer kind `{kind: {name: [N_kind, ...]}}` (qwen3_5, gemma4).
     lora_shapes(cfg) -> [{target: (d_in, d_out)}] per layer, targets among q k v o gate up down
     init_cache(cfg, batch, max_len, dtype) -> cache (see `omjax.models.base`)
     forward(params, cfg, tokens[B, T] int32, *, attention_mask[B, T] | None = None,
@@ -24,7 +25,7 @@ Family contract (one module per HF `model_type`, registered in `FAMILIES`):
         (True is 1). Mask values >= 2 mark branches (`base.token_positions`) in families whose
         `SEGMENTS` is True; a recurrent family (`SEGMENTS = False`) cannot run them. Padding
         is on the left whenever a cache or `last_only` is used. `lora` is one adapter tree
-        `{"layers": [{target: {"a", "b"}}]}` (no agent axis); `remat` wraps each layer in
+        `{"layers": {group: {target: {"a", "b"}}}}` (no agent axis; `omjax.models.lora`); `remat` wraps each layer in
         `jax.checkpoint`. The returned cache is None when no cache was passed.
     trunk(params, cfg, tokens, *, attention_mask, n_layers) -> base.Trunk
         the frozen base's residual stream entering layer `n_layers`; `forward(..., trunk=)`

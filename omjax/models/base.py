@@ -25,6 +25,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from omjax.models import lora as lora_lib
 from omjax.models.lora import linear
 
 # A large finite negative instead of -inf: a fully masked row (a left-padding query) then gets a
@@ -362,18 +363,19 @@ def kv_stack_cache(n_layers: int, batch: int, max_len: int, n_kv: int, head_dim:
             "v": jnp.zeros((n_layers, batch, max_len, n_kv, head_dim), dtype)}
 
 
-def scan_layers(body: Callable, x: jax.Array, params: dict, lora_layers: list | None, cache: dict | None,
-                lo: int, hi: int, *, cache_lo: int = 0, keep: int = 0, remat: bool = False):
+def scan_layers(body: Callable, x: jax.Array, params: dict, lora_layers: dict | None, lora_slots: list | None,
+                cache: dict | None, lo: int, hi: int, *, cache_lo: int = 0, keep: int = 0, remat: bool = False):
     """Layers `[lo, hi)` of a stacked stack as `jax.lax.scan`s, so a program traces one layer
     whatever the depth (Qwen3-4B widths, grad + remat: 36 unrolled layers compiled in 24.5 s,
     one scanned stack in 5.1 s).
 
     body(p, x, lora_layer, layer_cache) -> (x, layer_cache): one layer; p, layer_cache are the
     stack's entries without the layer axis. params: `{name: [L, ...]}`; lora_layers: the
-    adapter's per-layer list (`omjax.models.lora`) or None; cache: `{name: [Lc, B, ...]}` holding
-    layers `cache_lo..` (Lc = L - cache_lo) or None. The layers are cut into runs that share one
-    adapter structure (the frozen trunk below `lora.top_layers` is one run, the adapted top
-    another) and at `keep`; each run is one scan, the remat policy inside its body.
+    adapter's stacks (`omjax.models.lora`) or None, lora_slots: `lora.slots` of it; cache:
+    `{name: [Lc, B, ...]}` holding layers `cache_lo..` (Lc = L - cache_lo) or None. The layers
+    are cut into runs where the adapter starts (the frozen trunk below `lora.top_layers` is one
+    run, the adapted top another) and at `keep`; each run is one scan over its slice of the
+    stacks, the remat policy inside its body.
 
     Returns (x, the residual stream entering layer `keep` or None, the cache with layers
     `[lo, hi)` written, or None).
@@ -382,18 +384,13 @@ def scan_layers(body: Callable, x: jax.Array, params: dict, lora_layers: list | 
         raise ValueError(f"the cache holds layers {cache_lo}.. but the forward starts at layer {lo}")
     cuts = {lo, hi} | ({keep} if lo < keep < hi else set())
     if lora_layers is not None:
-        shape = lambda i: jax.tree.structure(lora_layers[i])
-        cuts |= {i for i in range(lo + 1, hi) if shape(i) != shape(i - 1)}
+        cuts |= {i for i in range(lo + 1, hi) if _slot_group(lora_slots[i]) != _slot_group(lora_slots[i - 1])}
     cuts = sorted(cuts)
     kept, written = None, []
     for a, b in zip(cuts[:-1], cuts[1:]):
         if a == keep:
             kept = x
-        ab = None
-        if lora_layers is not None and jax.tree.leaves(lora_layers[a]):
-            # The adapter stays a per-layer list (its checkpoints, optimizer states and
-            # sharding rules keep their layout); stacking its small factors per call is cheap.
-            ab = jax.tree.map(lambda *f: jnp.stack(f), *lora_layers[a:b])    # [n, ...]
+        ab = None if lora_layers is None else _lora_run(lora_layers, lora_slots, a, b - a, 1)
         c = None if cache is None else jax.tree.map(lambda t: t[a - cache_lo:b - cache_lo], cache)
 
         def step(x, xs):
@@ -422,15 +419,16 @@ def layer_period(kinds) -> int:
     return next(p for p in range(1, n + 1) if all(kinds[i] == kinds[i % p] for i in range(n)))
 
 
-def scan_blocks(body: Callable, carry, kinds: tuple[str, ...], params: dict, lora_layers: list | None,
-                cache: dict | None, lo: int, hi: int, *, cuts=(), layer_xs=None, remat: bool = False):
+def scan_blocks(body: Callable, carry, kinds: tuple[str, ...], params: dict, lora_layers: dict | None,
+                lora_slots: list | None, cache: dict | None, lo: int, hi: int, *, cuts=(), layer_xs=None,
+                remat: bool = False):
     """Layers `[lo, hi)` of a mixed stack as `jax.lax.scan`s over its repeating block, so a
     program traces one block whatever the depth (MaxText's scannable blocks).
 
     body(kind, p, carry, lora_layer, layer_cache, layer_x) -> (carry, layer_cache): one layer of
     kind `kind` (static); p, layer_cache, layer_x without the layer axis. kinds: each layer's
     kind; params: `{kind: {name: [N_kind, ...]}}`, a kind's layers bottom first; lora_layers: the
-    adapter's per-layer list or None; cache: `{kind: {name: [N_kind, B, ...]}}` of every layer,
+    adapter's stacks (`omjax.models.lora`) or None, lora_slots: `lora.slots` of it; cache: `{kind: {name: [N_kind, B, ...]}}` of every layer,
     or None; cuts: layers where a new segment starts (gemma-4's first KV-sharing layer);
     layer_xs: a pytree of per-layer inputs `[L, ...]` fed to each layer as a scanned input.
 
@@ -443,8 +441,7 @@ def scan_blocks(body: Callable, carry, kinds: tuple[str, ...], params: dict, lor
     rank = [kinds[:i].count(kinds[i]) for i in range(len(kinds))]     # index within its kind
     points = {lo, hi} | {c for c in cuts if lo < c < hi}
     if lora_layers is not None:
-        shape = lambda i: jax.tree.structure(lora_layers[i])
-        points |= {i for i in range(lo + 1, hi) if shape(i) != shape(i - 1)}
+        points |= {i for i in range(lo + 1, hi) if (lora_slots[i] is None) != (lora_slots[i - 1] is None)}
     points = sorted(points)
     runs = []                                                           # (start, block length, blocks)
     for a, b in zip(points[:-1], points[1:]):
@@ -459,8 +456,7 @@ def scan_blocks(body: Callable, carry, kinds: tuple[str, ...], params: dict, lor
         count = {k: block.count(k) for k in set(block)}
         off = [block[:i].count(block[i]) for i in range(period)]        # index within the block's kind
         first = {k: rank[start + block.index(k)] for k in count}
-        ab = tuple(None if lora_layers is None or not jax.tree.leaves(lora_layers[start + i]) else
-                   jax.tree.map(lambda *f: jnp.stack(f), *lora_layers[start + i:start + n * period:period])
+        ab = tuple(None if lora_layers is None else _lora_run(lora_layers, lora_slots, start + i, n, period)
                    for i in range(period))                                 # [n, ...] per position
         lx = tuple(None if layer_xs is None else
                    jax.tree.map(lambda t: t[start + i:start + n * period:period], layer_xs) for i in range(period))
@@ -500,6 +496,25 @@ def scan_blocks(body: Callable, carry, kinds: tuple[str, ...], params: dict, lor
         out[k] = cache[k] if not full else (
             full[0] if len(full) == 1 else jax.tree.map(lambda *t: jnp.concatenate(t), *full))
     return carry, out
+
+
+def _slot_group(slot):
+    return None if slot is None else slot[0]
+
+
+def _lora_run(lora_layers: dict, lora_slots: list, first: int, n: int, stride: int):
+    """The adapter stacks of layers `first, first + stride, ...` (n of them) as one `[n, ...]`
+    slice of their group's stack (None when those layers have no adapter): a scan's input."""
+    run = [lora_slots[first + k * stride] for k in range(n)]
+    if run[0] is None:
+        if any(s is not None for s in run):
+            raise ValueError(f"LoRA: layers {first}.. of one scanned run mix adapted and plain layers")
+        return None
+    group, i0 = run[0]
+    step = run[1][1] - i0 if n > 1 else 1
+    if any(s != (group, i0 + k * step) for k, s in enumerate(run)):
+        raise ValueError(f"LoRA: layers {first}.. of one scanned run are not evenly spaced in group {group!r}")
+    return jax.tree.map(lambda t: jax.lax.slice_in_dim(t, i0, i0 + (n - 1) * step + 1, step), lora_layers[group])
 
 
 def _stack_len(stack: dict) -> int:
@@ -543,21 +558,36 @@ class Context:
 def check_forward_inputs(family: str, num_layers: int, tokens: jax.Array,
                          attention_mask: jax.Array | None, lora: dict | None, *,
                          trunk: Trunk | None = None, cache: dict | None = None,
-                         trunk_cache: bool = False) -> None:
+                         trunk_cache: bool = False, lora_shapes: list | None = None) -> list | None:
     """Clear errors for the mistakes a family's `forward` would otherwise hit deep inside (or,
     for a trunk that skips adapter layers, not hit at all). `trunk_cache`: the family can
-    continue a cache from a trunk (its `TRUNK_CACHE`)."""
+    continue a cache from a trunk (its `TRUNK_CACHE`); `lora_shapes`: the family's (needed with
+    `lora`). Returns the adapter's `lora.slots` (None without one)."""
+    slots = lora_slots(family, lora, lora_shapes)
     if trunk is not None:
         if cache is not None and not trunk_cache:
             raise ValueError(f"{family}: a trunk cannot be combined with a decode cache in this family")
-        check_trunk(family, num_layers, trunk.n_layers, lora)
+        check_trunk(family, num_layers, trunk.n_layers, slots)
     if tokens.ndim != 2:
         raise ValueError(f"{family}: tokens must be [B, T], got shape {tokens.shape}")
     if attention_mask is not None and attention_mask.shape != tokens.shape:
         raise ValueError(f"{family}: attention_mask shape {attention_mask.shape} != tokens shape "
                          f"{tokens.shape}")
-    if lora is not None and len(lora["layers"]) != num_layers:
-        raise ValueError(f"{family}: LoRA has {len(lora['layers'])} layers, the model {num_layers}")
+    return slots
+
+
+def lora_slots(family: str, lora: dict | None, shapes: list | None) -> list | None:
+    """`lora.slots` of adapter `lora` against the family's `lora_shapes` (None without an
+    adapter), with one clear error for an adapter that does not fit or predates stacking."""
+    if lora is None:
+        return None
+    if not isinstance(lora.get("layers"), dict):
+        raise ValueError(f"{family}: the LoRA adapter is in the per-layer list layout of adapters written before "
+                         "they were stacked; convert it with omjax.models.lora.from_layers")
+    try:
+        return lora_lib.slots(lora["layers"], shapes)
+    except ValueError as err:
+        raise ValueError(f"{family}: {err}") from None
 
 
 @flax.struct.dataclass
@@ -577,12 +607,13 @@ class Trunk:
     n_layers: int = flax.struct.field(pytree_node=False)
 
 
-def check_trunk(family: str, num_layers: int, n_layers: int, lora: dict | None = None) -> None:
-    """Clear errors for a trunk split that would silently drop an adapter or run no layer."""
+def check_trunk(family: str, num_layers: int, n_layers: int, slots: list | None = None) -> None:
+    """Clear errors for a trunk split that would silently drop an adapter (`slots`: the
+    adapter's `lora.slots`) or run no layer."""
     if not 0 < n_layers < num_layers:
         raise ValueError(f"{family}: a trunk must stop inside the model (1..{num_layers - 1} layers), "
                          f"got {n_layers}")
-    if lora is not None and any(lora["layers"][i] for i in range(n_layers)):
+    if slots is not None and any(s is not None for s in slots[:n_layers]):
         raise ValueError(f"{family}: the LoRA adapter has weights below layer {n_layers}, which a "
                          f"trunk of {n_layers} frozen layers would skip")
 

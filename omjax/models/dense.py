@@ -189,7 +189,8 @@ def _layers(params: dict, cfg: DenseConfig, tokens: jax.Array, attention_mask, l
     def body(p, x, lora_layer, layer_cache):
         return _layer(p, cfg, x, ctx, cos, sin, lora_layer, lora_scale, layer_cache)
 
-    x, kept, new_layers = base.scan_layers(body, x, params["layers"], None if lora is None else lora["layers"],
+    slots = base.lora_slots(cfg.model_type, lora, lora_shapes(cfg))
+    x, kept, new_layers = base.scan_layers(body, x, params["layers"], None if lora is None else lora["layers"], slots,
                                            stack, first, stop, cache_lo=cache_lo, keep=keep, remat=remat)
     return x, cache, new_layers, kept
 
@@ -232,7 +233,7 @@ def forward_and_trunk(params: dict, cfg: DenseConfig, tokens: jax.Array, *, n_la
     With a cache the trunk is that of the tokens after it, which is what a trunk of the whole
     sequence holds at their positions: a decision scored after a cached prefix yields the trunk
     its update would otherwise recompute."""
-    base.check_trunk(cfg.model_type, cfg.num_layers, n_layers, lora)
+    base.check_trunk(cfg.model_type, cfg.num_layers, n_layers, base.lora_slots(cfg.model_type, lora, lora_shapes(cfg)))
     logits, cache, kept = _forward(params, cfg, tokens, attention_mask, lora, lora_scale, cache, last_only, False,
                                    None, n_layers)
     return logits, cache, base.Trunk(hidden=kept, extras={}, n_layers=n_layers)
@@ -240,7 +241,7 @@ def forward_and_trunk(params: dict, cfg: DenseConfig, tokens: jax.Array, *, n_la
 
 def _forward(params, cfg, tokens, attention_mask, lora, lora_scale, cache, last_only, remat, trunk, keep):
     base.check_forward_inputs(cfg.model_type, cfg.num_layers, tokens, attention_mask, lora, trunk=trunk, cache=cache,
-                              trunk_cache=True)
+                              trunk_cache=True, lora_shapes=lora_shapes(cfg))
     x, cache, new_layers, kept = _layers(params, cfg, tokens, attention_mask, lora, lora_scale, cache, remat,
                                          trunk, cfg.num_layers, keep)
     if last_only:

@@ -540,8 +540,8 @@ def _layers(params: dict, cfg: Config, tokens: jax.Array, attention_mask, lora, 
 
     (x, shared_kv), new_layers = base.scan_blocks(
         body, (x, shared_kv), kinds, params["layers"], None if lora is None else lora["layers"],
-        None if cache is None else cache["layers"], first, stop, cuts=(first_shared,), layer_xs=per_layer,
-        remat=remat)
+        base.lora_slots("gemma4", lora, lora_shapes(cfg)), None if cache is None else cache["layers"], first, stop,
+        cuts=(first_shared,), layer_xs=per_layer, remat=remat)
     return x, cache, new_layers, shared_kv
 
 
@@ -569,7 +569,8 @@ def forward(params: dict, cfg: Config, tokens: jax.Array, *,
     recompute each layer's activations in the backward pass; trunk: start from the output of
     `trunk(...)` for the same tokens instead of layer 0.
     """
-    base.check_forward_inputs("gemma4", cfg.num_layers, tokens, attention_mask, lora, trunk=trunk, cache=cache)
+    base.check_forward_inputs("gemma4", cfg.num_layers, tokens, attention_mask, lora, trunk=trunk, cache=cache,
+                              lora_shapes=lora_shapes(cfg))
     x, cache, new_layers, _ = _layers(params, cfg, tokens, attention_mask, lora, lora_scale, cache, remat,
                                       trunk, cfg.num_layers)
     if last_only:

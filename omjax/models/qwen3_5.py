@@ -476,6 +476,7 @@ def _layers(params: dict, cfg: Config, tokens: jax.Array, attention_mask, lora, 
 
     x, new_layers = base.scan_blocks(body, x, cfg.layer_types, params["layers"],
                                      None if lora is None else lora["layers"],
+                                     base.lora_slots("qwen3_5", lora, lora_shapes(cfg)),
                                      None if cache is None else cache["layers"], first, stop, remat=remat)
     return x, cache, new_layers
 
@@ -503,7 +504,8 @@ def forward(params: dict, cfg: Config, tokens: jax.Array, *,
     recompute each layer's activations in the backward pass; trunk: start from the output of
     `trunk(...)` for the same tokens instead of layer 0.
     """
-    base.check_forward_inputs("qwen3_5", cfg.num_layers, tokens, attention_mask, lora, trunk=trunk, cache=cache)
+    base.check_forward_inputs("qwen3_5", cfg.num_layers, tokens, attention_mask, lora, trunk=trunk, cache=cache,
+                              lora_shapes=lora_shapes(cfg))
     x, cache, new_layers = _layers(params, cfg, tokens, attention_mask, lora, lora_scale, cache, remat,
                                    trunk, cfg.num_layers)
     if last_only:

@@ -94,7 +94,7 @@ def base_spec(path: tuple, leaf: Any, model_devices: int) -> PartitionSpec:
 
 
 def lora_spec(path: tuple, leaf: Any, data_devices: int, model_devices: int) -> PartitionSpec:
-    """PartitionSpec of one adapter-bank (or optimizer-state) leaf [N, ...]: N over "data" when
+    """PartitionSpec of one adapter-bank (or optimizer-state) leaf [N, L, ...]: N over "data" when
     the data axis divides it; a LoRA factor's base-side dim over "model" (see the module doc)."""
     shape = np.shape(leaf)
     if not shape:
@@ -102,12 +102,13 @@ def lora_spec(path: tuple, leaf: Any, data_devices: int, model_devices: int) -> 
     data = "data" if data_devices > 1 and shape[0] % data_devices == 0 else None
     spec = [data] + [None] * (len(shape) - 1)
     keys = [k.key for k in path if isinstance(k, jax.tree_util.DictKey)]
-    if len(shape) == 3 and len(keys) >= 2 and keys[-2] in LORA_TARGETS and model_devices > 1:
+    # A factor [N, L, d_in, r] (`a`) or [N, L, r, d_out] (`b`): its base-side dim is -2 or -1.
+    if len(shape) == 4 and len(keys) >= 2 and keys[-2] in LORA_TARGETS and model_devices > 1:
         factor, target = keys[-1], keys[-2]
-        if factor == "b" and target in _LORA_COLUMN and shape[2] % model_devices == 0:
+        if factor == "b" and target in _LORA_COLUMN and shape[3] % model_devices == 0:
+            spec[3] = "model"
+        if factor == "a" and target in _LORA_ROW and shape[2] % model_devices == 0:
             spec[2] = "model"
-        if factor == "a" and target in _LORA_ROW and shape[1] % model_devices == 0:
-            spec[1] = "model"
     return PartitionSpec(*spec)
 
 

@@ -205,8 +205,7 @@ def test_eval_temperature_plays_frozen_and_trained_at_t_on_training_style_seeds(
     cfg = load_config(run / "config.yaml")
     ckpt = Checkpointer(run, cfg.run.keep_checkpoints)
     state = ckpt.restore(Trainer(cfg).init_state()).state
-    bank = {**state.bank, "layers": [{t: {**f, "b": f["b"] + 0.01} for t, f in layer.items()}
-                                     for layer in state.bank["layers"]]}
+    bank = jax.tree_util.tree_map_with_path(lambda p, x: x + 0.01 if p[-1].key == "b" else x, state.bank)
     ckpt.save(state.replace(round=2, bank=bank), {"round": 2})
     ckpt.close()
     played = []
@@ -225,8 +224,8 @@ def test_eval_temperature_plays_frozen_and_trained_at_t_on_training_style_seeds(
     assert [(s, t, h, r) for s, _, t, h, r in played] == [([3, 4], 0.5, 3, 1.0), ([3, 4], 0.5, 3, 1.0)]  # frozen, trained
     frozen_bank, trained_bank = played[0][1], played[1][1]
 
-    def b_factors(bank):  # every adapter's B [n_agents, r, d_out] (`omjax.models.lora`)
-        return [np.asarray(t["b"]) for layer in bank["layers"] for t in layer.values()]
+    def b_factors(bank):  # every adapter's B [n_agents, layers, r, d_out] (`omjax.models.lora`)
+        return [np.asarray(x) for p, x in jax.tree_util.tree_leaves_with_path(bank) if p[-1].key == "b"]
 
     assert not any(np.any(b) for b in b_factors(frozen_bank))  # B = 0: the base itself
     assert all(np.allclose(b, 0.01) for b in b_factors(trained_bank))  # the newest checkpoint's, round 2

@@ -134,7 +134,7 @@ def test_lora_matches_peft(tiny):
     base_ref = _torch_logits(model, tokens, mask)
     pm = peft.get_peft_model(model, pcfg).eval()
     with torch.no_grad():
-        for i, layer in enumerate(adapter["layers"]):
+        for i, layer in enumerate(lora.to_layers(adapter, m.family.lora_shapes(m.config))):
             for target, ab in layer.items():
                 parent = "self_attn" if target in ("q", "k", "v", "o") else "mlp"
                 mod = pm.base_model.model.model.layers[i].get_submodule(f"{parent}.{hf_names[target]}")
@@ -189,8 +189,8 @@ def test_lora_gradient_flows_and_remat_agrees(tiny_qwen3):
     g = jax.jit(jax.grad(loss), static_argnums=1)(adapter, False)
     g_remat = jax.jit(jax.grad(loss), static_argnums=1)(adapter, True)
     # With B = 0 only B receives gradient; it must be nonzero and finite.
-    b_norm = sum(float(jnp.abs(l["b"]).sum()) for layer in g["layers"] for l in layer.values())
-    a_norm = sum(float(jnp.abs(l["a"]).sum()) for layer in g["layers"] for l in layer.values())
+    b_norm = sum(float(jnp.abs(l["b"]).sum()) for group in g["layers"].values() for l in group.values())
+    a_norm = sum(float(jnp.abs(l["a"]).sum()) for group in g["layers"].values() for l in group.values())
     assert np.isfinite(b_norm) and b_norm > 0 and a_norm == 0
     for x, y in zip(jax.tree.leaves(g), jax.tree.leaves(g_remat)):
         np.testing.assert_allclose(np.asarray(x), np.asarray(y), atol=1e-6)
@@ -288,19 +288,51 @@ def test_lora_save_restore_roundtrip(tmp_path):
     assert jax.tree.structure(back) == jax.tree.structure(bank)
     for x, y in zip(jax.tree.leaves(bank), jax.tree.leaves(back)):
         np.testing.assert_array_equal(np.asarray(x), np.asarray(y))
-    assert bank["layers"][0]["q"]["a"].shape == (2, 8, 3)
-    assert bank["layers"][1]["up"]["b"].shape == (2, 3, 12)
-    assert "down" not in bank["layers"][0]
+    (group,) = bank["layers"]                                  # both layers have the same shapes
+    assert group == "q8x8_up8x12"
+    assert bank["layers"][group]["q"]["a"].shape == (2, 2, 8, 3)    # [agents, layers, d_in, r]
+    assert bank["layers"][group]["up"]["b"].shape == (2, 2, 3, 12)
+    assert "down" not in bank["layers"][group]
     with pytest.raises(ValueError, match="unknown LoRA targets"):
         LoRAConfig(targets=("qkv",))
+
+
+def test_adapters_written_per_layer_restore_stacked_and_give_the_same_logits(tiny_qwen3, tmp_path):
+    """An adapter bank saved in the per-layer list layout (before the layers were stacked)
+    restores in the stacked layout, and runs the same as the stacked adapter it came from; a
+    per-layer adapter handed to `forward` directly is one clear error."""
+    import orbax.checkpoint as ocp
+
+    _, path = tiny_qwen3
+    m = load(path, dtype=jnp.float32, with_tokenizer=False)
+    cfg = LoRAConfig(rank=2, alpha=4.0, targets=("q", "v", "down"), top_layers=1)
+    shapes = m.family.lora_shapes(m.config)
+    bank = jax.tree.map(lambda x: x + 0.05, lora.init_lora(jax.random.PRNGKey(5), shapes, cfg, n_agents=2))
+    old = {"layers": lora.to_layers(bank, shapes, agent_axis=True)}            # the old layout
+    assert old["layers"][0] == {} and set(old["layers"][1]) == {"q", "v", "down"}
+    (tmp_path / "old").mkdir()
+    with ocp.StandardCheckpointer() as ckpt:
+        ckpt.save((tmp_path / "old" / "adapters").absolute(), old, force=True)
+    (tmp_path / "old" / "lora_config.json").write_text(json.dumps({**cfg.__dict__, "targets": list(cfg.targets)}))
+    back, cfg2 = lora.restore(tmp_path / "old")
+    assert cfg2 == cfg and jax.tree.structure(back) == jax.tree.structure(bank)
+    tokens, mask = _batch(6)
+    ours = m.logits(tokens, mask, lora=lora.agent(back, 1), lora_scale=cfg.scale)
+    want = m.logits(tokens, mask, lora=lora.agent(bank, 1), lora_scale=cfg.scale)
+    np.testing.assert_array_equal(np.asarray(ours), np.asarray(want))
+    with pytest.raises(ValueError, match="per-layer list layout of adapters written before they were stacked; convert it with omjax.models.lora.from_layers"):
+        m.family.forward(m.params, m.config, jnp.asarray(tokens), lora=lora.agent(old, 0))
 
 
 def test_top_layers_bank_adapts_only_the_top_layers_with_the_full_banks_draws():
     shapes = [{"q": (8, 8), "v": (8, 4)}] * 3
     full = lora.init_lora(jax.random.PRNGKey(0), shapes, LoRAConfig(rank=2, targets=("q", "v")), n_agents=2)
     top = lora.init_lora(jax.random.PRNGKey(0), shapes, LoRAConfig(rank=2, targets=("q", "v"), top_layers=1), 2)
-    assert top["layers"][:2] == [{}, {}]
-    for x, y in zip(jax.tree.leaves(full["layers"][2]), jax.tree.leaves(top["layers"][2])):
+    assert lora.slots(top["layers"], shapes) == [None, None, ("q8x8_v8x4", 0)]
+    assert lora.slots(full["layers"], shapes) == [("q8x8_v8x4", i) for i in range(3)]
+    full_layers, top_layers = lora.to_layers(full, shapes, agent_axis=True), lora.to_layers(top, shapes, agent_axis=True)
+    assert top_layers[:2] == [{}, {}]
+    for x, y in zip(jax.tree.leaves(full_layers[2]), jax.tree.leaves(top_layers[2])):
         np.testing.assert_array_equal(np.asarray(x), np.asarray(y))
     with pytest.raises(ValueError, match="lora.top_layers=4 but the backbone has 3 layers"):
         lora.init_lora(jax.random.PRNGKey(0), shapes, LoRAConfig(top_layers=4), 1)

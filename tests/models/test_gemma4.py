@@ -131,13 +131,15 @@ def test_lora_matches_torch_with_merged_weights(tiny):
     # model stays well conditioned: this tiny random Gemma amplifies f32 rounding (its own f32
     # forward sits ~2e-5 from its f64 forward), and a much larger adapter pushes that past 1e-4
     # for merged and unmerged weights alike.
-    for layer in adapter["layers"]:
+    layers = lora_lib.to_layers(adapter, gemma4.lora_shapes(cfg))
+    for layer in layers:
         for ab in layer.values():
             ab["b"] = 0.1 * jax.random.normal(next(keys), ab["b"].shape)
+    adapter = lora_lib.from_layers({"layers": layers})
 
     merged = copy.deepcopy(ref)
     with torch.no_grad():
-        for block, layer in zip(merged.model.layers, adapter["layers"]):
+        for block, layer in zip(merged.model.layers, layers):
             for target, ab in layer.items():
                 delta = torch.tensor(np.asarray(ab["a"] @ ab["b"]) * lcfg.scale).T  # [d_out, d_in]
                 module = block.mlp if target in ("gate", "up", "down") else block.self_attn
@@ -227,7 +229,7 @@ def test_lora_gradients_with_remat_equal_plain(tiny):
     assert all(bool(jnp.isfinite(x).all()) for x in leaves)
     # B starts at zero, so the gradient reaches A only through B: check B of layer 1's key
     # projection, whose keys layer 3 also reads.
-    assert float(jnp.abs(plain["layers"][1]["k"]["b"]).max()) > 0
+    assert float(jnp.abs(lora_lib.to_layers(plain, gemma4.lora_shapes(cfg))[1]["k"]["b"]).max()) > 0
     for a, b in zip(leaves, jax.tree.leaves(remat)):
         np.testing.assert_allclose(a, b, rtol=1e-3, atol=1e-3)  # remat reorders float ops
 

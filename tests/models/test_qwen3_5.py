@@ -81,7 +81,7 @@ def _merged(ref, cfg, adapter, scale):
     merged = copy.deepcopy(ref)
     kd = cfg.key_dim
     with torch.no_grad():
-        for i, (kind, layer) in enumerate(zip(cfg.layer_types, adapter["layers"])):
+        for i, (kind, layer) in enumerate(zip(cfg.layer_types, lora_lib.to_layers(adapter, qwen3_5.lora_shapes(cfg)))):
             block = merged.model.layers[i]
             for target, ab in layer.items():
                 delta = torch.tensor(np.asarray(ab["a"] @ ab["b"]) * scale).T  # [d_out, d_in]
@@ -121,10 +121,13 @@ def test_lora_matches_torch_with_merged_weights(tiny):
     lcfg = LoRAConfig(rank=4, alpha=8.0, targets=LORA_TARGETS)
     adapter = lora_lib.agent(lora_lib.init_lora(jax.random.PRNGKey(1), qwen3_5.lora_shapes(cfg), lcfg), 0)
     keys = iter(jax.random.split(jax.random.PRNGKey(2), 1000))
-    for layer in adapter["layers"]:
+    layers = lora_lib.to_layers(adapter, qwen3_5.lora_shapes(cfg))
+    for layer in layers:
         for ab in layer.values():
             ab["b"] = 0.3 * jax.random.normal(next(keys), ab["b"].shape)
-    assert all(set(layer) == set(LORA_TARGETS) for layer in adapter["layers"])
+    assert all(set(layer) == set(LORA_TARGETS) for layer in layers)
+    adapter = lora_lib.from_layers({"layers": layers})
+    assert len(adapter["layers"]) == 2                  # one stack for each kind of layer
 
     merged = _merged(ref, cfg, adapter, lcfg.scale)
 

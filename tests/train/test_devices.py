@@ -51,7 +51,7 @@ for name, devices, c in (("one", jax.devices()[:1], cfg), ("four", jax.devices()
                               "bank_devices": len(jax.tree.leaves(bank)[0].sharding.device_set),
                               "q": str(trainer.params["layers"]["q"].sharding.spec),
                               "o": str(trainer.params["layers"]["o"].sharding.spec),
-                              "q_b": str(bank["layers"][0]["q"]["b"].sharding.spec)}
+                              "q_b": str(next(iter(bank["layers"].values()))["q"]["b"].sharding.spec)}
 json.dump(runs, open(f"{out}/runs.json", "w"))
 '''
 
@@ -124,7 +124,7 @@ def test_four_devices_equal_one(tiny_model, tmp_path):
     # Base split over "model" (column-parallel q, row-parallel o; the layer axis whole), q's B factor with it,
     # adapters over "data".
     assert runs["sharded_layout"] == {"mesh": [2, 2], "bank_devices": 4, "q": "P(None, None, 'model')",
-                                      "o": "P(None, 'model', None)", "q_b": "P('data', None, 'model')"}
+                                      "o": "P(None, 'model', None)", "q_b": "P('data', None, None, 'model')"}
     assert any(r["updated"] for rows in runs["one"] for r in rows)
     for name in ("four", "sharded"):
         assert_close(runs["one"], runs[name])
