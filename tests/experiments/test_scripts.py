@@ -92,7 +92,8 @@ def test_learning_trains_evaluates_frozen_and_trained_and_reports(tiny_model_dir
     from experiments.paper import learning
 
     setting = learning.SETTINGS["overcooked_h20"]
-    assert "env.horizon=20" in setting.overrides and setting.eval_overrides == ("env.horizon=150",)
+    assert "env.horizon=20" in setting.overrides  # configs/lab/overcooked_h20.yaml
+    assert setting.eval_overrides == ("env.horizon=150",)
     short = dataclasses.replace(setting, overrides=(*setting.overrides, "env.horizon=3"),
                                 eval_overrides=("env.horizon=5",), eval_batch=2)
     monkeypatch.setitem(learning.SETTINGS, "overcooked_h20", short)
@@ -579,7 +580,7 @@ def test_value_probe_state_readout_finds_state_dependent_values():
 
 
 def test_name_fit_scores_the_adapters_expected_name_weight(tiny_model_dir, tmp_path, capsys):
-    """`name_fit.py` on the eleventh setting, shortened: fixed name weights from a run's metrics,
+    """`name_fit.py`, shortened: fixed name weights from a run's metrics,
     decisions collected by the base, one update fitted on them, both sets scored."""
     from experiments.lab import name_fit
 
