@@ -671,3 +671,19 @@ def test_option_outcomes_pairs_every_decision_with_its_executions_end(tiny_model
     assert "| option | picked | success |" in option_outcomes.table("frozen", counts)
     with pytest.raises(SystemExit, match="held-out"):
         option_outcomes.main(["--adapters-from", str(tmp_path), "--seeds", "9999", "2"])
+
+
+def test_pooled_test_reads_the_filed_ranges_and_tests_them_exactly(capsys):
+    """The post-hoc stratified test over the six held-out ranges of one set of adapters, from the
+    summaries filed under experiments/results/overcooked_learning/, and the test on hand cases."""
+    from experiments.lab import pooled_test
+
+    # One stratum of 2 a side, both trained episodes delivering: P(k = 0, 1, 2) = 1/6, 4/6, 1/6.
+    assert pooled_test.stratified_exact([(2, 0, 2)]) == pytest.approx(1 / 3)
+    assert pooled_test.stratified_exact([(1, 0, 1)]) == pytest.approx(1.0)
+    assert pooled_test.main([]) == 0
+    result = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert [(r["seeds"][0], r["trained"], r["frozen"], r["episodes"]) for r in result["ranges"]] == [
+        (10000, 5, 1, 20), (10020, 4, 3, 20), (10040, 7, 3, 20), (10060, 3, 3, 16), (10076, 4, 1, 14), (10090, 5, 0, 12)]
+    assert (result["trained"], result["frozen"], result["episodes"]) == (28, 11, 102)
+    assert result["p"] == pytest.approx(0.0043, abs=5e-5)
