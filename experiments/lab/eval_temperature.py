@@ -1,7 +1,7 @@
 """Does sampling a trained team at a lower temperature sharpen what it learned? Training-style seeds.
 
-    python -m experiments.lab.eval_temperature runs/learning_s33/overcooked_q_last_burn/per_agent \\
-        --game overcooked_q_last_burn --seed0 5000 --episodes 16 --temperature 0.5 --out runs/s34/temp05
+    python -m experiments.lab.eval_temperature runs/learning/overcooked_q_last_burn/per_agent \\
+        --game overcooked_q_last_burn --seed0 5000 --episodes 16 --temperature 0.5 --out runs/temp05
 
 `policy.temperature` divides every logit of a decision (state-line label and letter,
 `omjax.train.policy`), so at T < 1 the adapters' learned shift counts 1 / T times as much, and so
@@ -27,11 +27,12 @@ import time
 from pathlib import Path
 
 from experiments.paper import common
-from experiments.paper.learning import EVAL_SEED0, SETTINGS, evaluate, evaluated
+from experiments.paper.learning import EVAL_SEED0, SETTINGS
 from experiments.lab.menu_policies import IDLE
 
 from omjax.config import dump_config, load_config
-from omjax.eval.stats import bootstrap_ci, mann_whitney
+from omjax.eval.heldout import compare, evaluate, load_or_play
+from omjax.eval.stats import bootstrap_ci
 from omjax.train.checkpoint import Checkpointer
 from omjax.train.trainer import Trainer
 
@@ -87,19 +88,18 @@ def main(argv: list[str] | None = None) -> int:
     out, times = {}, {}
     for name, bank, tr in (("frozen", state.bank, trainer), ("trained", restored.state.bank, trained)):
         t0 = time.time()
-        out[name] = evaluated(args.out / f"{name}.jsonl", seeds, setting.eval_batch,
+        out[name] = load_or_play(args.out / f"{name}.jsonl", seeds, setting.eval_batch,
                               lambda chunk, bank=bank, tr=tr: evaluate(tr, bank, chunk, len(chunk)))
         times[name] = time.time() - t0
         print(name, json.dumps(describe(out[name], cfg.env.n_agents)), f"{times[name]:.0f}s", flush=True)
     trainer.game.close()
     if trained is not trainer:
         trained.game.close()
-    mw = mann_whitney([e["units"] for e in out["trained"]], [e["units"] for e in out["frozen"]])
-    shaped = mann_whitney([e["shaped_return"] for e in out["trained"]], [e["shaped_return"] for e in out["frozen"]])
+    test = compare(out["trained"], out["frozen"])
     summary = {"experiment": "eval_temperature", "run": str(args.run), "round": restored.step,
                "temperature": args.temperature, "realign": args.realign, "seeds": [seeds[0], seeds[-1]],
                **{name: describe(eps, cfg.env.n_agents) for name, eps in out.items()},
-               "u": mw.u, "p": mw.p_value, "shaped_u": shaped.u, "shaped_p": shaped.p_value,
+               "u": test["u"], "p": test["p"], "shaped_u": test["shaped_u"], "shaped_p": test["shaped_p"],
                "wall_s": times}
     print(json.dumps(summary))
     return 0

@@ -1,11 +1,11 @@
 """Can the adapters learn a name preference from real Overcooked prompts at all? The update, fitted.
 
-    python -m experiments.lab.name_fit --weights-from runs/learning_s25/overcooked_q_name/per_agent
+    python -m experiments.lab.name_fit --weights-from runs/learning/overcooked_q_last_burn/per_agent
     python -m experiments.lab.name_fit --weights-from RUN --train-rounds 8 --heldout-rounds 2 --fits 12
     python -m experiments.lab.name_fit --weights-from RUN --cache runs/nf.pkl train.objective=target
     python -m experiments.lab.name_fit --weights-from RUN --train-rounds 4 --heldout-from 8 --fits 2  # vs 8 rounds, 1 fit
 
-The eleventh Overcooked setting (`learning.py --game overcooked_q_name`) credited every menu
+The `overcooked_q_name` setting (`configs/lab/overcooked_q_name.yaml`) credited every menu
 entry with a critic over option names and its adapters learned nothing in 1,450 decisions. This
 separates what the credit's round-to-round noise could explain from what the prompt and the
 adapter can learn: it collects the frozen base's decisions of `--train-rounds` rounds of that
@@ -170,7 +170,7 @@ def main(argv: list[str] | None = None) -> int:
                              "checkpoint's adapters instead of fresh ones; with --fits 0, only score them")
     parser.add_argument("--cache", type=Path, default=None,
                         help="pickle of the collected decisions: read if it exists (collected with the same "
-                             "weights, rounds and setting), else written after collecting")
+                             "weights, rounds and learning setting), else written after collecting")
     parser.add_argument("overrides", nargs="*", metavar="key=value", help="config overrides applied last")
     args = parser.parse_args(argv)
     if min(args.train_rounds, args.heldout_rounds) < 1 or args.fits < (0 if args.adapters_from else 1):

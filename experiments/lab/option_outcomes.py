@@ -3,8 +3,8 @@ ended in SUCCESS (its delta-form effect predicate held), EFFECT_FAIL (ran to ter
 the effect) or a typed executor failure, for the frozen base and a trained run's adapters, and
 how many of the soups handed in scored (only 3-onion soups do on the classic layouts).
 
-    python -m experiments.lab.option_outcomes --game overcooked_q_replay \\
-        --adapters-from runs/learning_s29/overcooked_q_replay/per_agent --seeds 0 8
+    python -m experiments.lab.option_outcomes --game overcooked_q_last_burn \\
+        --adapters-from runs/learning/overcooked_q_last_burn/per_agent --seeds 0 8
 
 Plays `learning.py`'s setting (its held-out episode configuration) on training-style seeds
 (`--seeds FIRST N`, default 0..7: never the held-out 10000+), records each option execution's

@@ -1,6 +1,6 @@
 """Did a segment-trained run beat uniform picks from its own root states? (training seeds only)
 
-    python -m experiments.lab.segment_baseline runs/learning_s17/overcooked_seg10_rtg/per_agent
+    python -m experiments.lab.segment_baseline runs/segment_run/per_agent
     python -m experiments.lab.segment_baseline RUN --rollouts 64
 
 Under `train.segment` every round's cohort starts from its own root state, so the training

@@ -5,7 +5,7 @@
     python -m experiments.lab.value_probe lora.top_layers=4        # features entering the top 4 layers instead
 
 Twelve CPU-scale runs of PA-MAGRPO left the held-out score where the frozen base had it
-(`experiments/results/cpu/learning_pilots.md`). This asks whether the inputs the adapters start
+(docs/results.md). This asks whether the inputs the adapters start
 from carry what they would have to learn. The frozen base plays full training-style episodes
 (seeds 2000+, never the held-out 10000+) through the shipped decision path (`collect_group`:
 the real prompt, the letter-shuffled menu, one forward per decision, the frozen trunk kept);

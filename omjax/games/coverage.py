@@ -15,7 +15,7 @@ inferred guards of n hide while those of the previous n do not, or the reverse (
 the agents would be shown the doubling changed).
 
     python -m omjax.games.coverage --game harvest --layout lib_a --max 64 \
-        --out experiments/results/cpu/coverage_harvest_lib_a.png
+        --out runs/coverage_harvest_lib_a.png
 """
 
 from __future__ import annotations

@@ -92,7 +92,8 @@ def test_learning_trains_evaluates_frozen_and_trained_and_reports(tiny_model_dir
     from experiments.paper import learning
 
     setting = learning.SETTINGS["overcooked_h20"]
-    assert "env.horizon=20" in setting.overrides and setting.eval_overrides == ("env.horizon=150",)
+    assert "env.horizon=20" in setting.overrides  # configs/lab/overcooked_h20.yaml
+    assert setting.eval_overrides == ("env.horizon=150",)
     short = dataclasses.replace(setting, overrides=(*setting.overrides, "env.horizon=3"),
                                 eval_overrides=("env.horizon=5",), eval_batch=2)
     monkeypatch.setitem(learning.SETTINGS, "overcooked_h20", short)
@@ -578,7 +579,7 @@ def test_value_probe_state_readout_finds_state_dependent_values():
 
 
 def test_name_fit_scores_the_adapters_expected_name_weight(tiny_model_dir, tmp_path, capsys):
-    """`name_fit.py` on the eleventh setting, shortened: fixed name weights from a run's metrics,
+    """`name_fit.py`, shortened: fixed name weights from a run's metrics,
     decisions collected by the base, one update fitted on them, both sets scored."""
     from experiments.lab import name_fit
 
@@ -669,3 +670,19 @@ def test_option_outcomes_pairs_every_decision_with_its_executions_end(tiny_model
     assert "| option | picked | success |" in option_outcomes.table("frozen", counts)
     with pytest.raises(SystemExit, match="held-out"):
         option_outcomes.main(["--adapters-from", str(tmp_path), "--seeds", "9999", "2"])
+
+
+def test_pooled_test_reads_the_filed_ranges_and_tests_them_exactly(capsys):
+    """The post-hoc stratified test over the six held-out ranges of one set of adapters, from the
+    summaries filed under experiments/results/overcooked_learning/, and the test on hand cases."""
+    from experiments.lab import pooled_test
+
+    # One stratum of 2 a side, both trained episodes delivering: P(k = 0, 1, 2) = 1/6, 4/6, 1/6.
+    assert pooled_test.stratified_exact([(2, 0, 2)]) == pytest.approx(1 / 3)
+    assert pooled_test.stratified_exact([(1, 0, 1)]) == pytest.approx(1.0)
+    assert pooled_test.main([]) == 0
+    result = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert [(r["seeds"][0], r["trained"], r["frozen"], r["episodes"]) for r in result["ranges"]] == [
+        (10000, 5, 1, 20), (10020, 4, 3, 20), (10040, 7, 3, 20), (10060, 3, 3, 16), (10076, 4, 1, 14), (10090, 5, 0, 12)]
+    assert (result["trained"], result["frozen"], result["episodes"]) == (28, 11, 102)
+    assert result["p"] == pytest.approx(0.0043, abs=5e-5)

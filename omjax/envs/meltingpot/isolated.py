@@ -3,9 +3,9 @@
 Why it is needed. Even with LuaJIT's PRNG pinned (`engine.pin_luajit_seed`), what an engine does
 at a given seed depends on the memory addresses its objects get: the same engine seed spawned
 the seven Commons Harvest avatars on 2-4 different cell sets depending only on how many bytes of
-environment variables the process had (the step-0 state of seeds 0-9 under padded environments;
-`experiments/results/cpu/harvest_repro/`). Addresses in turn depend on everything the process
-did before: its environment, argv, working directory, the path of the checkout, whether .pyc
+environment variables the process had (the step-0 state of seeds 0-9 under padded environments,
+measured on 2026-12-01, commit 9ed08b9; docs/results.md). Addresses in turn depend on everything
+the process did before: its environment, argv, working directory, the path of the checkout, whether .pyc
 files had to be compiled, the type of its stdio files and every earlier episode. So a long
 burn-in in one process drifted from one invocation to the next (three 64 + 64 Commons Harvest
 burn-ins: 19,577 / 19,193 / 19,224 records), and episode k of a burn-in depended on episodes
