@@ -34,7 +34,8 @@ def test_every_setting_says_why_and_loads_or_is_marked_removed(path):
         return
     setting = learning.SETTINGS[path.stem]
     cfg = load_config(base, overrides)
-    assert setting.why == data["why"] and setting.eval_episodes == data["eval"]["episodes"] >= 2
+    assert setting.why == data["why"]
+    assert setting.eval_episodes == data["eval"]["episodes"] >= 2
     assert setting.unit in ("deliveries", "apples")
     assert (setting.unit == "deliveries") == (cfg.env.game == "overcooked")
 
