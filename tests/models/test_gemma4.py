@@ -249,7 +249,7 @@ def test_stack_of_blocks_matches_torch(tmp_path):
     """Eight layers: 3 blocks of (sliding, full) writing keys/values and 1 block sharing them,
     scanned as two segments; logits match the reference, as does cached decoding, and a trunk
     that stops inside a block (its leftover layer a shorter scan) gives the full forward."""
-    from trunk_check import check_trunk_matches_full_forward
+    from trunk_check import check_cached_decoding_matches_full_forward, check_trunk_matches_full_forward
 
     kinds = ["sliding_attention", "full_attention"] * 4
     ref, model = _build(tmp_path, seed=3, num_hidden_layers=8, layer_types=kinds, hidden_size=32,
@@ -263,15 +263,5 @@ def test_stack_of_blocks_matches_torch(tmp_path):
     real = mask.astype(bool)
     assert np.abs(np.asarray(logits) - _torch_logits(ref, tokens, mask))[real].max() < TOL
 
-    left = np.ones_like(mask)
-    left[1, :4] = 0
-    full, _ = _forward(model.params, cfg, jnp.asarray(tokens), attention_mask=jnp.asarray(left))
-    cache = gemma4.init_cache(cfg, 3, 12, jnp.float32)
-    first, cache = _forward(model.params, cfg, jnp.asarray(tokens[:, :7]), attention_mask=jnp.asarray(left[:, :7]),
-                            cache=cache)
-    steps = [first]
-    for s in range(7, tokens.shape[1]):
-        step, cache = _forward(model.params, cfg, jnp.asarray(tokens[:, s:s + 1]), cache=cache)
-        steps.append(step)
-    assert np.abs(np.asarray(jnp.concatenate(steps, axis=1)) - np.asarray(full))[left.astype(bool)].max() < TOL
+    check_cached_decoding_matches_full_forward(model, _forward, tokens, 7, TOL)
     check_trunk_matches_full_forward(model, tokens, mask, n_frozen=3)

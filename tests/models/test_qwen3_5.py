@@ -248,6 +248,8 @@ def test_stack_of_blocks_and_leftover_layers_match_torch(tmp_path):
     """Seven layers, 2 blocks of (2 Gated DeltaNet + 1 attention) and a leftover Gated DeltaNet:
     the block scan, the shorter scan of the leftover and a top-layers adapter (runs cut where
     the adapter starts) give the reference's logits; cached decoding gives the same."""
+    from trunk_check import check_cached_decoding_matches_full_forward
+
     torch.manual_seed(1)
     kinds = ["linear_attention", "linear_attention", "full_attention"] * 2 + ["linear_attention"]
     config = transformers.Qwen3_5TextConfig(
@@ -269,15 +271,5 @@ def test_stack_of_blocks_and_leftover_layers_match_torch(tmp_path):
     logits, _ = _forward(model.params, cfg, jnp.asarray(tokens), attention_mask=jnp.asarray(mask),
                          lora=adapter, lora_scale=lcfg.scale)
     assert _max_err(logits, expected, mask) < TOL
-    left = np.ones_like(mask)
-    left[1, :4] = 0
-    full, _ = _forward(model.params, cfg, jnp.asarray(tokens), attention_mask=jnp.asarray(left))
-    cache = qwen3_5.init_cache(cfg, 3, 12, jnp.float32)
-    assert cache["layers"]["full_attention"]["k"].shape == (2, 3, 12, 1, 16)
-    steps, cache = _forward(model.params, cfg, jnp.asarray(tokens[:, :8]), attention_mask=jnp.asarray(left[:, :8]),
-                            cache=cache)
-    steps = [steps]
-    for s in range(8, tokens.shape[1]):
-        logit, cache = _forward(model.params, cfg, jnp.asarray(tokens[:, s:s + 1]), cache=cache)
-        steps.append(logit)
-    assert _max_err(jnp.concatenate(steps, axis=1), full, left) < TOL
+    assert qwen3_5.init_cache(cfg, 3, 12, jnp.float32)["layers"]["full_attention"]["k"].shape == (2, 3, 12, 1, 16)
+    check_cached_decoding_matches_full_forward(model, _forward, tokens, 8, TOL, cfg=cfg)

@@ -40,3 +40,22 @@ def check_trunk_matches_full_forward(model, tokens: np.ndarray, mask: np.ndarray
         fam.forward(params, cfg, tokens, attention_mask=mask, lora=below, lora_scale=lcfg.scale, trunk=trunk)
     with pytest.raises(ValueError, match="trunk must stop inside"):
         fam.trunk(params, cfg, tokens, attention_mask=mask, n_layers=cfg.num_layers)
+
+
+def check_cached_decoding_matches_full_forward(model, forward, tokens, prefill: int, tol: float, cfg=None) -> None:
+    """Left-padded rows prefilled for `prefill` tokens into a cache, then decoded one token at
+    a time, give the full forward's logits at every real position. `forward` is the family's
+    forward (or a jitted wrapper of it); `cfg` replaces `model.config` where given."""
+    cfg = model.config if cfg is None else cfg
+    left = np.ones(tokens.shape, np.int32)
+    left[1, :4] = 0
+    full, _ = forward(model.params, cfg, jnp.asarray(tokens), attention_mask=jnp.asarray(left))
+    cache = model.family.init_cache(cfg, tokens.shape[0], tokens.shape[1], jnp.float32)
+    step, cache = forward(model.params, cfg, jnp.asarray(tokens[:, :prefill]),
+                          attention_mask=jnp.asarray(left[:, :prefill]), cache=cache)
+    steps = [step]
+    for s in range(prefill, tokens.shape[1]):
+        step, cache = forward(model.params, cfg, jnp.asarray(tokens[:, s:s + 1]), cache=cache)
+        steps.append(step)
+    err = np.abs(np.asarray(jnp.concatenate(steps, axis=1)) - np.asarray(full))[left.astype(bool)].max()
+    assert err < tol, err
