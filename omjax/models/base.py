@@ -456,26 +456,39 @@ def scan_blocks(body: Callable, carry, kinds: tuple[str, ...], params: dict, lor
         count = {k: block.count(k) for k in set(block)}
         off = [block[:i].count(block[i]) for i in range(period)]        # index within the block's kind
         first = {k: rank[start + block.index(k)] for k in count}
-        ab = tuple(None if lora_layers is None else _lora_run(lora_layers, lora_slots, start + i, n, period)
-                   for i in range(period))                                 # [n, ...] per position
-        lx = tuple(None if layer_xs is None else
-                   jax.tree.map(lambda t: t[start + i:start + n * period:period], layer_xs) for i in range(period))
+        spans = _kind_spans(block, None if lora_layers is None else lora_slots[start:start + period])
+        ab = tuple(None if lora_layers is None else _lora_span(lora_layers, lora_slots, start + i, n, period, m)
+                   for i, m in spans)                                      # per span [n, (m,) ...]
+        lx = tuple(None if layer_xs is None else jax.tree.map(
+            lambda t, i=i, m=m: _span(t[start:start + n * period].reshape((n, period) + t.shape[1:]), i, m, 1),
+            layer_xs) for i, m in spans)
         c = None if cache is None else {
             k: jax.tree.map(lambda t: t[first[k]:first[k] + n * count[k]].reshape((n, count[k]) + t.shape[1:]),
                             cache.get(k, {})) for k in count}             # [n, count, B, ...]
 
-        def step(carry, xs, block=block, count=count, off=off, first=first):
+        def step(carry, xs, block=block, count=count, off=off, first=first, spans=spans):
             j, ab, c, lx = xs
             outs = {k: [] for k in count}
-            for i, kind in enumerate(block):
-                # The frozen weights are indexed inside the body, not scanned over as slices: a
-                # slice of the stack per run would be a copy of those layers' weights per call.
-                idx = first[kind] + j * count[kind] + off[i]
-                p = jax.tree.map(lambda w: jax.lax.dynamic_index_in_dim(w, idx, keepdims=False), params[kind])
-                lc = None if c is None else jax.tree.map(lambda t: t[off[i]], c[kind])
-                carry, lc = body(kind, p, carry, ab[i], lc, lx[i])
+            for (i, m), ab_s, lx_s in zip(spans, ab, lx):
+                kind = block[i]
+
+                def layer(carry, ys, kind=kind, idx=first[kind] + j * count[kind] + off[i]):
+                    r, ab_r, lc_r, lx_r = ys
+                    # The frozen weights are indexed inside the body, not scanned over as slices:
+                    # a slice of the stack per run would be a copy of those layers' weights per call.
+                    p = jax.tree.map(lambda w: jax.lax.dynamic_index_in_dim(w, idx + r, keepdims=False),
+                                     params[kind])
+                    return body(kind, p, carry, ab_r, lc_r, lx_r)
+
+                lc = None if c is None else jax.tree.map(lambda t: _span(t, off[i], m, 0), c[kind])
+                if m == 1:
+                    carry, lc = layer(carry, (0, ab_s, lc, lx_s))
+                    lc = None if lc is None else jax.tree.map(lambda t: t[None], lc)
+                else:                               # a span of one kind: an inner scan, its layer traced once
+                    carry, lc = jax.lax.scan(layer, carry, (jnp.arange(m), ab_s, lc, lx_s))
                 outs[kind].append(lc)
-            new = None if c is None else {k: jax.tree.map(lambda *t: jnp.stack(t), *v) for k, v in outs.items()}
+            new = None if c is None else {k: jax.tree.map(lambda *t: jnp.concatenate(t), *v)
+                                          for k, v in outs.items()}
             return carry, new
 
         if remat:
@@ -515,6 +528,47 @@ def _lora_run(lora_layers: dict, lora_slots: list, first: int, n: int, stride: i
     if any(s != (group, i0 + k * step) for k, s in enumerate(run)):
         raise ValueError(f"LoRA: layers {first}.. of one scanned run are not evenly spaced in group {group!r}")
     return jax.tree.map(lambda t: jax.lax.slice_in_dim(t, i0, i0 + (n - 1) * step + 1, step), lora_layers[group])
+
+
+def _kind_spans(block: tuple[str, ...], slots: list | None) -> list[tuple[int, int]]:
+    """A block's positions as spans (first position, length) of consecutive layers of one kind
+    (and, with an adapter, one LoRA group): gemma-4's 5 sliding + 1 full is [(0, 5), (5, 1)]."""
+    spans = []
+    for i, kind in enumerate(block):
+        same = i and kind == block[i - 1] and (slots is None or _slot_group(slots[i]) == _slot_group(slots[i - 1]))
+        if same:
+            spans[-1] = (spans[-1][0], spans[-1][1] + 1)
+        else:
+            spans.append((i, 1))
+    return spans
+
+
+def _span(t, i: int, m: int, axis: int):
+    """Positions `[i, i + m)` of `t` along `axis`: that axis dropped when m is 1."""
+    if m == 1:
+        return jax.lax.index_in_dim(t, i, axis, keepdims=False)
+    return jax.lax.slice_in_dim(t, i, i + m, axis=axis)
+
+
+def _lora_span(lora_layers: dict, lora_slots: list, first: int, n: int, period: int, m: int):
+    """The adapter stacks of the span of layers `first + k * period + r` (k < n, r < m) as one
+    `[n, m, ...]` piece of their group's stack (`[n, ...]` when m is 1; None without an adapter)."""
+    if m == 1:
+        return _lora_run(lora_layers, lora_slots, first, n, period)
+    run = [[lora_slots[first + k * period + r] for r in range(m)] for k in range(n)]
+    flat = [s for row in run for s in row]
+    if flat[0] is None:
+        if any(s is not None for s in flat):
+            raise ValueError(f"LoRA: layers {first}.. of one scanned run mix adapted and plain layers")
+        return None
+    group = flat[0][0]
+    if any(s is None or s[0] != group for s in flat):
+        raise ValueError(f"LoRA: layers {first}.. of one scanned span are not in one group {group!r}")
+    idx = np.array([[s[1] for s in row] for row in run])                  # [n, m]
+    if (idx.ravel() == idx[0, 0] + np.arange(n * m)).all():               # contiguous: a slice
+        return jax.tree.map(lambda t: jax.lax.slice_in_dim(t, int(idx[0, 0]), int(idx[0, 0]) + n * m)
+                            .reshape((n, m) + t.shape[1:]), lora_layers[group])
+    return jax.tree.map(lambda t: jnp.take(t, jnp.asarray(idx), axis=0), lora_layers[group])
 
 
 def _stack_len(stack: dict) -> int:

@@ -246,22 +246,23 @@ def test_trunk_split_equals_full_forward(tiny):
 
 
 def test_stack_of_blocks_matches_torch(tmp_path):
-    """Eight layers: 3 blocks of (sliding, full) writing keys/values and 1 block sharing them,
-    scanned as two segments; logits match the reference, as does cached decoding, and a trunk
-    that stops inside a block (its leftover layer a shorter scan) gives the full forward."""
+    """Nine layers: (sliding, sliding, full) x 2 and a sliding layer writing keys/values, then a
+    (sliding, full) block sharing them, scanned as two segments, each block's two sliding layers
+    an inner scan; logits match the reference, as does cached decoding, and a trunk that stops
+    inside a block (its leftover layers shorter scans) gives the full forward."""
     from trunk_check import check_cached_decoding_matches_full_forward, check_trunk_matches_full_forward
 
-    kinds = ["sliding_attention", "full_attention"] * 4
-    ref, model = _build(tmp_path, seed=3, num_hidden_layers=8, layer_types=kinds, hidden_size=32,
+    kinds = ["sliding_attention", "sliding_attention", "full_attention"] * 3
+    ref, model = _build(tmp_path, seed=3, num_hidden_layers=9, layer_types=kinds, hidden_size=32,
                         intermediate_size=48)
     cfg = model.config
-    assert cfg.kv_sources == (0, 1, 2, 3, 4, 5, 4, 5)
+    assert cfg.kv_sources == (0, 1, 2, 3, 4, 5, 6, 6, 5)
     assert {k: v["q"].shape[0] for k, v in model.params["layers"].items()} == {
-        gemma4.layer_kinds(cfg)[i]: n for i, n in ((0, 3), (1, 3), (6, 1), (7, 1))}
+        gemma4.layer_kinds(cfg)[i]: n for i, n in ((0, 5), (2, 2), (7, 1), (8, 1))}
     tokens, mask = _batch(cfg, seed=3)
     logits, _ = _forward(model.params, cfg, jnp.asarray(tokens), attention_mask=jnp.asarray(mask))
     real = mask.astype(bool)
     assert np.abs(np.asarray(logits) - _torch_logits(ref, tokens, mask))[real].max() < TOL
 
     check_cached_decoding_matches_full_forward(model, _forward, tokens, 7, TOL)
-    check_trunk_matches_full_forward(model, tokens, mask, n_frozen=3)
+    check_trunk_matches_full_forward(model, tokens, mask, n_frozen=4)
