@@ -55,9 +55,10 @@ TINY_OVERRIDES = ["env.horizon=6", "train.rollouts=2", "train.minibatch_size=4",
 
 PAPER_PROMPT = dict(prompt=415.0, prefix=121.0, block=40.0, update_prompt=512.0, decisions_per_step=0.4, labels=5.0)
 """`--flops-only` defaults at the paper's scale, measured on Overcooked AA with the SmolLM2 tokenizer
-(`omjax.bench llm`, experiments/results/cpu/bench: mean prompt 415-422 tokens, shared prefix
+(`omjax.bench llm`, experiments/results/bench/llm_decide_2026-12-02: mean prompt 415-422 tokens, shared prefix
 121, 5 state labels of 8-token slots, whole prompts on the 448/512 length grid) and 158-162
-decisions per agent in 4 x 100-step episodes (experiments/results/cpu/learning_overcooked_s6):
+decisions per agent in 4 x 100-step episodes
+(experiments/results/overcooked_learning/paper_update_h100_2026-12-01):
 0.4 decisions per agent and env step. `labels`: the state branches (a family without branch masks
 runs each on its own copy of the prompt)."""
 
