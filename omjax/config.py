@@ -116,7 +116,8 @@ class EnvConfig:
 
     guards: str = ""
     """Guard file (jsonl from `omjax guards`) that filters menus; empty uses the library's
-    bundled guard set for the game."""
+    bundled synthesized guard set for the game, `hand` its hand-selected set (the interface the
+    paper's Table 2 ablations ran on), `none` the unfiltered menu."""
 
     library: str = ""
     """Option library: a candidate's name (`lib_a`, `lib_b`), `sampled` (one candidate drawn

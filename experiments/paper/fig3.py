@@ -1,6 +1,6 @@
-"""Fig. 3: per-agent visit heatmaps of the trained team (paper: Cleanup, 7 agents).
+"""Fig. 3: per-agent visit heatmaps of the trained team (paper: Cleanup and Harvest, 7 agents).
 
-    python -m experiments.paper.fig3                         # paper scale: Cleanup, Qwen3-4B "ours" run
+    python -m experiments.paper.fig3                         # paper scale: Cleanup and Harvest, Qwen3-4B "ours" runs
     python -m experiments.paper.fig3 --cpu                   # CPU scale: the game the CPU scale trains
     python -m experiments.paper.fig3 --cpu --games overcooked_aa
     python -m experiments.paper.fig3 --cpu --run runs/experiments_cpu/fig2/tuned   # a finished run
@@ -24,6 +24,9 @@ from experiments.paper import table2
 
 from omjax.eval.audit_cli import audit_heatmap
 
+PAPER_GAMES = ("clean_up", "commons_harvest")
+"""The maps Fig. 3 draws at paper scale: both Melting Pot games' 7-agent teams."""
+
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -37,7 +40,7 @@ def main(argv: list[str] | None = None) -> int:
         game = common.run_game(args.run)
         runs = [(game, args.run)]
     else:
-        games = args.games or (["clean_up"] if scale.name == "paper" else list(scale.games))
+        games = args.games or (list(PAPER_GAMES) if scale.name == "paper" else list(scale.games))
         runs = [(game, common.table2_dir(root, game, "ours")) for game in games]
     for game, run in runs:
         if not args.render_only and args.run is None:

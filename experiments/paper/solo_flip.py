@@ -5,9 +5,10 @@
 
 For each layout, trains the full method (resuming a stopped run), evaluates its best checkpoint
 on the held-out seeds, then plays the solo test on the same seeds: the team, and each agent alone
-with its partner absent (a one-player kitchen of the same layout). On AA one agent can do the
-whole task alone; on FC nobody can, so a team return there certifies coordination. Writes
-`<root>/solo_flip/solo_flip.png`, `.json` and `.md`.
+with its partner absent (a one-player kitchen of the same layout). The frozen base (option menu,
+no adapters) plays the same test beside it (paper, FC: frozen 0.00 vs trained 7.57). On AA one
+agent can do the whole task alone; on FC nobody can, so a team return there certifies
+coordination. Writes `<root>/solo_flip/solo_flip.png`, `.json` and `.md`.
 """
 
 from __future__ import annotations
@@ -35,13 +36,18 @@ def layout_config(scale: common.Scale, layout: str) -> tuple[Path, list[str]]:
     return common._existing(common.CONFIGS / f"{LAYOUTS[layout]}_{scale.backbones[0]}.yaml"), []
 
 
+POLICIES = ("trained", "frozen")
+"""The full method's best checkpoint, and the frozen base on the same option menu."""
+
+
 def render(reports: dict) -> str:
-    lines = ["| layout | team deliveries | " + " | ".join(f"a{a} alone" for a in range(2)) + " | partner when alone | verdict |",
-             "|---|---|---|---|---|---|"]
-    for layout, r in reports.items():
-        s = r.summary()
-        lines.append(f"| {layout} | {s['team_mean']:.2f} | " + " | ".join(f"{v:.2f}" for v in s["solo_mean"]) +
-                     f" | {s['partner']} | {s['verdict']} |")
+    lines = ["| layout | policy | team deliveries | " + " | ".join(f"a{a} alone" for a in range(2)) +
+             " | partner when alone | verdict |", "|---|---|---|---|---|---|---|"]
+    for layout, by_policy in reports.items():
+        for policy, r in by_policy.items():
+            s = r.summary()
+            lines.append(f"| {layout} | {policy} | {s['team_mean']:.2f} | " +
+                         " | ".join(f"{v:.2f}" for v in s["solo_mean"]) + f" | {s['partner']} | {s['verdict']} |")
     return "\n".join(lines) + "\n"
 
 
@@ -65,11 +71,16 @@ def main(argv: list[str] | None = None) -> int:
         trainer, bank = load_policy(cfg, run, "best")
         if trainer is None:
             raise SystemExit(f"solo_flip: no best checkpoint in {run}")
-        reports[layout] = solo_test_policy(trainer, bank, seeds)
-    plot_solo_test(reports, root / "solo_flip.png", title="Solo test flip (best checkpoints, partner absent)")
+        reports[layout] = {"trained": solo_test_policy(trainer, bank, seeds)}
+        frozen = load_config(config, [*scale.overrides, *TABLE2_CELLS["frozen_menu"], *layout_overrides,
+                                      *args.overrides, f"run.out_dir={run / 'frozen'}"])
+        reports[layout]["frozen"] = solo_test_policy(*load_policy(frozen, None), seeds)
+    plot_solo_test({f"{layout} ({policy})": r for layout, by in reports.items() for policy, r in by.items()},
+                   root / "solo_flip.png", title="Solo test flip (best checkpoints and the frozen base, partner absent)")
     table = render(reports)
     common.write_text(root / "solo_flip.md", table)
-    common.write_text(root / "solo_flip.json", json.dumps({k: r.summary() for k, r in reports.items()}, indent=2) + "\n")
+    common.write_text(root / "solo_flip.json", json.dumps(
+        {layout: {policy: r.summary() for policy, r in by.items()} for layout, by in reports.items()}, indent=2) + "\n")
     print(table)
     return 0
 

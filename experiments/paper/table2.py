@@ -8,25 +8,40 @@ Each cell is the game's config plus the cell's overrides (`omjax.eval.ablations.
 Frozen cells are evaluated straight from the config (no training); trained cells are trained,
 then their best checkpoint is evaluated on the held-out seeds. Cells whose every training
 rollout scored zero are marked with the paper's dagger. Writes `<root>/table2.md` (mean ± std
-over evaluation episodes) and a bootstrap-CI / Mann-Whitney report of each game's cells.
+over evaluation episodes) and a bootstrap-CI / Mann-Whitney report of each game's cells. After
+each native-action Cleanup cell, the §4 fire_clean audit of its evaluation (how often the beam
+was fired with a turn just before it) is written beside it: `<cell>/audit_fireclean.png`, `.json`.
+The last row, the full method on hand-selected guards, is the interface the paper's ablations
+ran on (§6.1).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from pathlib import Path
 
 from experiments.paper import common
 
 from omjax.eval.ablations import TABLE2_CELLS
+from omjax.eval.audit_cli import audit_fire_clean
 from omjax.eval.results import read_results, render_report
 from omjax.eval.stats import table2_markdown
 
 
+NATIVE_CELLS = tuple(c for c, o in TABLE2_CELLS.items() if "policy.action_interface=native" in o)
+"""The cells that act in motor actions: on Cleanup each is followed by the fire_clean audit."""
+
+
 def run_cell(scale: common.Scale, root: Path, game: str, cell: str, extra: list[str]) -> None:
+    run = common.table2_dir(root, game, cell)
     common.run_policy(scale.config(game, scale.backbones[0]), [*scale.overrides, *TABLE2_CELLS[cell], *extra],
-                      common.table2_dir(root, game, cell), scale.eval_episodes, label=cell)
+                      run, scale.eval_episodes, label=cell)
+    if (game == "clean_up" and cell in NATIVE_CELLS and common.is_finished(run)
+            and not (run / "audit_fireclean.json").is_file()):
+        summary = audit_fire_clean(run / "eval", run / "audit_fireclean.png")
+        common.write_text(run / "audit_fireclean.json", json.dumps(summary, indent=2) + "\n")
 
 
 def render(root: Path, games: tuple[str, ...]) -> str:

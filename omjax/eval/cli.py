@@ -122,7 +122,7 @@ def load_policy(cfg, checkpoint: Path | None, which: str = "best"):
         return trainer, state.bank
     ckpt = Checkpointer(checkpoint, cfg.run.keep_checkpoints)
     try:
-        restored = ckpt.restore(state, which)
+        restored = ckpt.restore(state, which, per_layer=trainer.per_layer)
     finally:
         ckpt.close()
     for line in restored.skipped:

@@ -151,8 +151,10 @@ TABLE2_ROWS: tuple[tuple[str, str], ...] = (
     ("compound_json", "Compound-JSON + MAGRPO (Abl. D)"),
     ("shared_lora", "Shared-LoRA + option menu (Abl. B)"),
     ("ours", "Full method (ours)"),
+    ("ours_hand_guards", "Full method, hand-selected guards"),
 )
-"""The six cells of Table 2, in the paper's row order: (config name, row label)."""
+"""The six cells of Table 2 in the paper's row order, then the full method on the hand-selected
+guards the paper's ablations used: (config name, row label)."""
 
 GAME_COLUMNS: Mapping[str, str] = {
     "clean_up": "Cleanup (apples)",

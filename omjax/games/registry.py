@@ -98,18 +98,32 @@ def resolve_variant(lib: GameLibrary, game: str, variant: str | None) -> str:
     return variant
 
 
-def guard_path(game: str, variant: str) -> str:
-    """Path of the shipped guard file of a game variant."""
-    return os.path.join(GUARD_DIR, f"{canonical_game(game)}_{variant}.jsonl")
+HAND_GUARD_DIR = os.path.join(GUARD_DIR, "hand")
+"""Hand-selected guard sets (`env.guards=hand`), the interface the paper's ablations ran on
+(§6.1): per option only the preconditions a person reads off its contract (Overcooked: the held
+item; Melting Pot: being in the region or patch the option walks to), no failure-reason guards,
+no target-state guards, no support counts from a burn-in."""
+
+
+def guard_path(game: str, variant: str, hand: bool = False) -> str:
+    """Path of the shipped guard file of a game variant (synthesized, or the hand-selected set)."""
+    return os.path.join(HAND_GUARD_DIR if hand else GUARD_DIR, f"{canonical_game(game)}_{variant}.jsonl")
 
 
 def guards_file(env: EnvConfig, variant: str | None = None) -> str:
-    """The guard file an options game's menus use: `env.guards`, "" for `none`, or the shipped
-    file of registry variant `variant` (default: the layout and option library of `env`,
-    `omjax.options.libraries.guard_variant`); a file that does not exist is an error."""
+    """The guard file an options game's menus use: `env.guards`, "" for `none`, the hand-selected
+    set for `hand`, or the shipped file of registry variant `variant` (default: the layout and
+    option library of `env`, `omjax.options.libraries.guard_variant`); a file that does not exist
+    is an error."""
     if env.guards == "none":
         return ""
     variant = variant or guard_variant(env)
+    if env.guards == "hand":
+        path = guard_path(env.game, variant, hand=True)
+        if not os.path.exists(path):
+            raise FileNotFoundError(f"no hand-selected guard set for {env.game} {variant}: "
+                                    f"{', '.join(sorted(os.listdir(HAND_GUARD_DIR)))}")
+        return path
     path = env.guards or guard_path(env.game, variant)
     if not os.path.exists(path):
         raise FileNotFoundError(

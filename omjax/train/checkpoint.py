@@ -20,7 +20,7 @@ import hashlib
 import json
 import os
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import jax
 import numpy as np
@@ -146,11 +146,17 @@ class Checkpointer:
     def latest_round(self) -> int | None:
         return self.latest.latest_step()
 
-    def restore(self, template: TrainState, which: str = "latest", step: int | None = None) -> Restored:
+    def restore(self, template: TrainState, which: str = "latest", step: int | None = None,
+                per_layer: Callable[[Any], Any] | None = None) -> Restored:
         """The newest intact checkpoint (`which="latest"`; `step` picks one kept older one) or the
         best one, restored into the structure of `template` (a freshly initialised state of the
         same run config). Newer checkpoints that fail verification are skipped (and listed in
-        `Restored.skipped`); CheckpointError when none is intact."""
+        `Restored.skipped`); CheckpointError when none is intact.
+
+        `per_layer` maps an adapter bank of `template` to the per-layer list layout adapters had
+        before the layers were stacked (commit 0c199d5 and earlier; `lora.to_layers`, see
+        `Trainer.per_layer`): a checkpoint written in that layout is then read in it and
+        converted, bank and optimizer moments alike (`meta["converted"]` says so)."""
         manager = self.latest if which == "latest" else self.best
         steps = sorted(manager.all_steps(), reverse=True)
         if step is not None:
@@ -168,10 +174,35 @@ class Checkpointer:
                                                                         meta=ocp.args.JsonRestore()))
                 except Exception as err:  # noqa: BLE001  (orbax/TensorStore raise many types; each is a skip)
                     why = f"orbax cannot read it ({_one_line(err)})"
+                    old = None if per_layer is None else self._restore_per_layer(manager, step, template, per_layer)
+                    if old is not None:
+                        return Restored(old[0], old[1], step, path, tuple(skipped))
                 else:
                     return Restored(out["state"], dict(out["meta"]), step, path, tuple(skipped))
             skipped.append(f"{path}: {why}")
         raise CheckpointError(f"no intact {which} checkpoint under {manager.directory}: " + "; ".join(skipped))
+
+    @staticmethod
+    def _restore_per_layer(manager, step: int, template: TrainState, per_layer) -> tuple[TrainState, dict] | None:
+        """Checkpoint `step` read in the per-layer adapter layout and stacked, or None when it is
+        not in that layout either."""
+        from omjax.models.lora import from_layers
+
+        bank_def = jax.tree.structure(template.bank)
+        is_bank = lambda x: jax.tree.structure(x) == bank_def  # noqa: E731  (the bank and each Adam moment)
+        old = jax.tree.map(lambda x: per_layer(x) if is_bank(x) else x, template, is_leaf=is_bank)
+        try:
+            out = manager.restore(step, args=ocp.args.Composite(
+                state=ocp.args.StandardRestore(jax.tree.map(ocp.utils.to_shape_dtype_struct, old)),
+                meta=ocp.args.JsonRestore()))
+        except Exception:  # noqa: BLE001  (not this layout either: the caller reports the first error)
+            return None
+        is_old = lambda x: isinstance(x, dict) and isinstance(x.get("layers"), list)  # noqa: E731
+        state = jax.tree.map(lambda x: from_layers(x, agent_axis=True) if is_old(x) else x, out["state"],
+                             is_leaf=is_old)
+        if jax.tree.structure(state) != jax.tree.structure(template):
+            return None
+        return state, {**dict(out["meta"]), "converted": "per-layer adapters (0c199d5 and earlier) stacked"}
 
     def discard(self, restored: Restored) -> None:
         """Delete the round checkpoints newer than `restored` (the ones it skipped as broken),

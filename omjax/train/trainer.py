@@ -228,6 +228,11 @@ class Trainer:
         return TrainState(bank=bank, opt_state=init_opt_state(self.optimizer, bank), key=key,
                           round=jnp.int32(0), best_return=jnp.float32(-jnp.inf), critic=self.credit.init_critic())
 
+    def per_layer(self, bank: dict) -> dict:
+        """`bank` in the per-layer list layout of checkpoints written before the layers were
+        stacked (`Checkpointer.restore(..., per_layer=)` reads those through it)."""
+        return {"layers": lora_lib.to_layers(bank, self.model.family.lora_shapes(self.model.config), agent_axis=True)}
+
     def init_states(self) -> list[TrainState]:
         """Per seed: fresh adapters (A from the seed, B zero), Adam state, RNG; one compiled program."""
         return [self._init(s) for s in self.seeds]
@@ -423,7 +428,7 @@ class Trainer:
         if missing:
             raise FileNotFoundError(f"--resume: no finished checkpoint in "
                                     f"{', '.join(str(Path(d) / 'checkpoints') for d in missing)}")
-        restored = [c.restore(st) for c, st in zip(ckpts, states)]
+        restored = [c.restore(st, per_layer=self.per_layer) for c, st in zip(ckpts, states)]
         steps = {str(d): rs.step for d, rs in zip(self.run_dirs, restored)}
         if len(set(steps.values())) > 1:
             raise FileNotFoundError(f"--resume: the seeds' runs stopped at different rounds {steps}")

@@ -104,7 +104,7 @@ def test_vocabulary_lists_every_option_and_the_target_cells():
     assert render_vocabulary(KITCHEN, []).endswith(f"- <{classes[-1]}>: none")
 
 
-def test_table2_cells_are_six_valid_configs():
+def test_table2_cells_are_valid_configs():
     from omjax.eval.ablations import TABLE2_CELLS, cell_config
     from omjax.eval.stats import TABLE2_ROWS
 
@@ -122,7 +122,9 @@ def test_table2_cells_are_six_valid_configs():
         "compound_json": ("compound_json", True, False, n),
         "shared_lora": ("options", True, True, 1),
         "ours": ("options", True, False, n),
+        "ours_hand_guards": ("options", True, False, n),
     }
+    assert {c: configs[c].env.guards for c in ("ours", "ours_hand_guards")} == {"ours": "", "ours_hand_guards": "hand"}
     assert configs["compound_json"].policy.decision_mode == "sample"
     assert all(c.train.rounds == 1 for c in configs.values())
     with pytest.raises(ValueError, match="unknown Table 2 cell"):

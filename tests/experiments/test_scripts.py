@@ -36,7 +36,9 @@ def test_table2_all_cells(tiny_model_dir, tmp_path):
 
     assert table2.main(["--cpu", "--root", str(tmp_path), "--episodes", "1", *tiny(tiny_model_dir)]) == 0
     lines = (tmp_path / "table2.md").read_text().splitlines()
-    assert len([line for line in lines if line.startswith("| ") and "–" not in line]) == 1 + 6
+    assert len([line for line in lines if line.startswith("| ") and "–" not in line]) == 1 + 7
+    hand = tmp_path / "table2" / "overcooked_aa" / "ours_hand_guards"
+    assert json.loads((hand / "library.json").read_text())["guards"].endswith("guards/hand/overcooked_asymmetric_advantages.jsonl")
 
 
 @pytest.mark.slow
@@ -82,7 +84,10 @@ def test_solo_flip_smoke(tiny_model_dir, tmp_path):
     assert solo_flip.main(["--cpu", "--root", str(tmp_path), "--episodes", "1", *tiny(tiny_model_dir)]) == 0
     summary = json.loads((tmp_path / "solo_flip" / "solo_flip.json").read_text())
     assert set(summary) == {"forced_coordination", "asymmetric_advantages"}
-    assert all(s["partner"] == "absent" and len(s["solo_mean"]) == 2 for s in summary.values())
+    assert all(set(by) == {"trained", "frozen"} for by in summary.values())
+    assert all(s["partner"] == "absent" and len(s["solo_mean"]) == 2 for by in summary.values() for s in by.values())
+    table = (tmp_path / "solo_flip" / "solo_flip.md").read_text()
+    assert "| forced_coordination | frozen | " in table and "| forced_coordination | trained | " in table
     assert (tmp_path / "solo_flip" / "solo_flip.png").is_file()
 
 
@@ -686,3 +691,29 @@ def test_pooled_test_reads_the_filed_ranges_and_tests_them_exactly(capsys):
         (10000, 5, 1, 20), (10020, 4, 3, 20), (10040, 7, 3, 20), (10060, 3, 3, 16), (10076, 4, 1, 14), (10090, 5, 0, 12)]
     assert (result["trained"], result["frozen"], result["episodes"]) == (28, 11, 102)
     assert result["p"] == pytest.approx(0.0043, abs=5e-5)
+
+
+def test_table2_native_cleanup_cell_is_followed_by_its_fire_clean_audit(tiny_model_dir, tmp_path):
+    from experiments.paper import table2
+
+    args = ["--cpu", "--root", str(tmp_path), "--games", "clean_up", "--cells", "frozen_native", "--episodes", "1",
+            *tiny(tiny_model_dir)]
+    assert table2.main(args) == 0
+    cell = tmp_path / "table2" / "clean_up" / "frozen_native"
+    audit = json.loads((cell / "audit_fireclean.json").read_text())
+    decisions = (cell / "eval" / "decisions" / "seed10000.jsonl").read_text().splitlines()
+    assert audit["decisions"] == len(decisions) == 7 * 2  # 7 agents x 2 steps, one motor action each
+    assert 0 <= sum(audit["fire_clean"]) <= audit["decisions"] and (cell / "audit_fireclean.png").stat().st_size > 0
+
+
+@pytest.mark.slow
+def test_fig3_draws_cleanup_and_harvest(tiny_model_dir, tmp_path):
+    from experiments.paper import fig3
+
+    assert fig3.PAPER_GAMES == ("clean_up", "commons_harvest")  # the paper scale's default maps
+    args = ["--cpu", "--root", str(tmp_path), "--games", *fig3.PAPER_GAMES, "--episodes", "1", *tiny(tiny_model_dir)]
+    assert fig3.main(args) == 0
+    for game in fig3.PAPER_GAMES:
+        summary = json.loads((tmp_path / "figures" / f"fig3_{game}.json").read_text())
+        assert len(summary["visits"]) == 7 and all(v == 2 for v in summary["visits"])  # 7 agents, 2 steps each
+        assert (tmp_path / "figures" / f"fig3_{game}.png").stat().st_size > 0

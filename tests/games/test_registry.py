@@ -1,5 +1,6 @@
 """The one game registry: canonical names and aliases, libraries, guard files, `make_game`."""
 
+import dataclasses
 import os
 
 import jax
@@ -55,3 +56,28 @@ def test_the_option_commands_accept_aliases(capsys, monkeypatch, request, tmp_pa
     assert ") " in capsys.readouterr().out
     assert cli.main(["menu", "--game", "chess"]) == 2
     assert "unknown game 'chess'" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("game", ["cleanup", "harvest"])
+def test_hand_selected_guards_are_a_smaller_set_that_hides_no_logged_success(game):
+    """`env.guards=hand`: per variant a readable guard file, fewer guards than synthesis adopted,
+    none hiding a success in the shipped burn-in (the synthesis certificate, on the hand set)."""
+    from omjax.options.records import load_npz
+    from omjax.options.synthesis import certificate_violations, read_guards
+
+    lib = library(game)
+    data = os.path.join(os.path.dirname(__file__), "..", "data", "meltingpot")
+    for variant in lib.VARIANTS:
+        hand = read_guards(guard_path(game, variant, hand=True), lib.SCHEMA)
+        synthesized = read_guards(guard_path(game, variant), lib.SCHEMA)
+        assert 0 < len(hand) < len(synthesized) and all(g.support == 0 for g in hand)
+        assert certificate_violations(hand, load_npz(os.path.join(data, f"burnin_{game}_{variant}.npz")), lib.SCHEMA) == 0
+
+
+def test_env_guards_hand_selects_the_hand_file_and_names_a_missing_one():
+    env = EnvConfig(game="overcooked", layout="forced_coordination", horizon=4, n_agents=2, guards="hand")
+    game = make_game(env, "options")
+    assert len(game.guards) == 22 and {next(iter(g.when)) for g in game.guards} == {"held"}
+    assert len(make_game(dataclasses.replace(env, guards=""), "options").guards) == 41
+    with pytest.raises(FileNotFoundError, match="no hand-selected guard set for overcooked cramped_room"):
+        make_game(dataclasses.replace(env, layout="cramped_room"), "options")

@@ -15,7 +15,7 @@ from omjax.options.diagnostics import diagnose
 from omjax.options.overcooked_plan import UNREACHABLE
 from omjax.games.registry import guard_path
 from omjax.options.schema import EXPLICIT_BASE, SUCCESS, Reason
-from omjax.options.synthesis import certificate_violations, read_guards, synthesize
+from omjax.options.synthesis import certificate_violations, covered, read_guards, synthesize
 
 AA = "asymmetric_advantages"
 N_EPISODES = 200  # per mode; one compiled batch shape (200 envs x 400 steps) serves every test
@@ -136,6 +136,11 @@ def test_shipped_guards_certified_on_this_burnin(aa_table):
     for layout in ("asymmetric_advantages", "forced_coordination"):
         assert len(shipped(layout)) > 20
     assert certificate_violations(shipped(AA), aa_table, oc.SCHEMA) == 0
+    # The hand-selected set (held-item preconditions only) is certified too, and hides less.
+    hand = read_guards(guard_path("overcooked", AA, hand=True), oc.SCHEMA)
+    assert certificate_violations(hand, aa_table, oc.SCHEMA) == 0
+    assert sum(covered(g, aa_table, oc.SCHEMA).sum() for g in hand) < sum(
+        covered(g, aa_table, oc.SCHEMA).sum() for g in shipped(AA) if g.channel == "inferred")
 
 
 def test_diagnostics_expose_nearest_only_instantiation(lib, aa_table):

@@ -96,3 +96,37 @@ def test_ctrl_c_is_held_until_the_round_is_written():
             written.append("checkpoint")
     assert written == ["decisions", "checkpoint"]
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
+def test_a_checkpoint_of_per_layer_adapters_restores_stacked(tmp_path):
+    """A round checkpoint written before the layers were stacked (bank and Adam moments in the
+    per-layer list layout, the bottom layer bare) restores into today's stacked state, converted."""
+    import jax
+    import optax
+
+    from omjax.models import lora
+
+    shapes = [{"q": (8, 8), "v": (8, 4)}] * 3
+    cfg = lora.LoRAConfig(rank=2, targets=("q", "v"), top_layers=2)
+    bank = jax.tree.map(lambda x: x + 0.25, lora.init_lora(jax.random.PRNGKey(0), shapes, cfg, n_agents=2))
+    per_layer = lambda b: {"layers": lora.to_layers(b, shapes, agent_axis=True)}  # noqa: E731
+    opt = optax.adam(1e-3)
+    moments = jax.tree.map(lambda x: 2 * x, bank)
+    adam = opt.init(per_layer(bank))
+    written = TrainState(bank=per_layer(bank), opt_state=(adam[0]._replace(mu=per_layer(moments)), *adam[1:]),
+                         key=jnp.zeros(2, jnp.uint32), round=jnp.int32(4), best_return=jnp.float32(1.5))
+    assert written.bank["layers"][0] == {}
+    ckpt = Checkpointer(tmp_path, keep=2)
+    ckpt.save(written, {"round": 4})
+    template = TrainState(bank=jax.tree.map(jnp.zeros_like, bank), opt_state=opt.init(bank), key=jnp.ones(2, jnp.uint32),
+                          round=jnp.int32(0), best_return=jnp.float32(0))
+    with pytest.raises(CheckpointError, match="orbax cannot read it"):
+        ckpt.restore(template)                                     # without the converter: one line, skipped
+    restored = ckpt.restore(template, per_layer=per_layer)
+    assert restored.meta["converted"].startswith("per-layer adapters") and int(restored.state.round) == 4
+    assert jax.tree.structure(restored.state) == jax.tree.structure(template)
+    for got, want in zip(jax.tree.leaves(restored.state.bank), jax.tree.leaves(bank)):
+        np.testing.assert_array_equal(got, want)
+    for got, want in zip(jax.tree.leaves(restored.state.opt_state[0].mu), jax.tree.leaves(moments)):
+        np.testing.assert_array_equal(got, want)
+    ckpt.close()
