@@ -12,12 +12,13 @@ a 4B model compiles on a laptop) exactly as `omjax.bench gpu` builds it:
 - `update`: one PA-MAGRPO update of `--seeds` x 2 adapters, rank 16 on q/k/v/o, `--decisions`
   decisions each, 2 epochs, per-layer remat (`gpu.update_case`).
 Each is also compiled at a quarter of the depth (`configs.with_depth`), rounded up to whole
-repeating blocks of the layer pattern (`quarter_depth`): with the layers one scanned stack, `ratio` (full / quarter compile seconds) stays near 1; a Python loop over layers
-made it grow with depth. Before each pair the same program of the backbone's test-sized config is
-compiled once, uncounted, so one-time setup does not land on the depth measured first; the
-two depths are then compiled `--repeats` times, interleaved, and the fastest of each kept. `hlo_kb` is the size of the lowered StableHLO text. The persistent
-compilation cache is off, so every figure is a real compile. Ends with one JSON line
-`{"bench": "compile", ...}`.
+repeating blocks of the layer pattern (`quarter_depth`): with the layers one scanned stack,
+`ratio` (full / quarter compile seconds) stays near 1; a Python loop over layers made it grow
+with depth. Before each pair the same program of the backbone's test-sized config is compiled
+once, uncounted, so one-time setup does not land on the depth measured first; the two depths
+are then compiled `--repeats` times, interleaved, and the fastest of each kept. `hlo_kb` is the
+size of the lowered StableHLO text. The persistent compilation cache is off, so every figure is
+a real compile. Ends with one JSON line `{"bench": "compile", ...}`.
 """
 
 from __future__ import annotations
