@@ -369,9 +369,12 @@ class TrainConfig:
     adam_eps: float = 1e-8
     """Adam denominator epsilon."""
 
-    remat: bool = False
-    """Recompute each decoder layer's activations in the backward pass: less memory for about
-    a third more update compute."""
+    remat: bool | Literal["auto"] = "auto"
+    """Recompute decoder layers' activations in the backward pass (less memory for about a third
+    more update compute per recomputed layer): `true` every layer, `false` none, `auto` the
+    fewest layers, from the bottom, that `memory_estimate` says must be recomputed for the update
+    to fit one device (`omjax.train.oom.planned_remat`): none where it all fits or where the
+    device's memory is unknown (a CPU without `OMJAX_DEVICE_MEMORY_BYTES`)."""
 
     shared_lora: bool = False
     """Ablation B: one adapter for all agents, updated on every agent's decisions."""
@@ -792,6 +795,8 @@ def _type_name(tp: Any) -> str:
         return " \\| ".join(map(str, typing.get_args(tp)))
     if typing.get_origin(tp) is tuple:
         return f"list of {_type_name(typing.get_args(tp)[0])}"
+    if typing.get_origin(tp) in (typing.Union, types.UnionType):
+        return " \\| ".join(_type_name(a) for a in typing.get_args(tp))
     return getattr(tp, "__name__", str(tp))
 
 

@@ -16,13 +16,14 @@ Counted from shapes, as the programs of `omjax.train` compute them (read off `ro
 - *remat* (`train.remat`) recomputes each layer's forward inside the backward: one more
   forward's worth over the rematerialised fraction of the layers.
 
-The current update (`before`): the reference log-probs (the base, no adapter) in one pass over
-every whole prompt, old log-probs from the rollouts (`DecisionBatch.old_logp`), then per epoch
-a forward, the recomputation and the backward over every whole prompt: every prompt runs about
-7 times. The planned one (`after`): the shared prompt prefix (the chat template's header and the
-game's system message, a quarter of every prompt) computed once per round for the reference and
-once per minibatch and adapter in each epoch, broadcast to its rows, and only the layers whose
-activations do not fit recomputed (`remat_fraction`).
+The update over whole prompts with every layer recomputed (`Plan(remat=1.0)`): the reference
+log-probs (the base, no adapter) in one pass over every whole prompt, old log-probs from the
+rollouts (`DecisionBatch.old_logp`), then per epoch a forward, the recomputation and the
+backward over every whole prompt: every prompt runs about 7 times. With `shared_prefix` the
+prompts' shared prefix (the chat template's header and the game's system message, a quarter of
+every prompt) runs once per minibatch and adapter, for the reference and in each epoch, and the
+rows only what follows it; `remat` below 1 recomputes only the layers whose activations do not
+fit (`remat_fraction`, `omjax.train.oom.planned_remat`).
 
 Everything here is a pure function of plain numbers (`Dims`, `Workload`, `Plan`), so a unit
 test can check it by hand.
@@ -102,6 +103,10 @@ class Workload:
     update_prompt: float | None = None
     """Tokens each prompt is padded to in the update (`update_inputs`: the longest, on the
     length grid); None: `prompt` (no padding)."""
+    update_suffix: float | None = None
+    """Tokens each row after the shared prefix is padded to in the update when the prefix runs
+    once per minibatch (`update_inputs` with a known prefix); None: `update_prompt` less the
+    prefix."""
     update_rows: float | None = None
     """Rows per adapter the update computes (whole active minibatches); None: `decisions`."""
     minibatch: int = 8
@@ -119,8 +124,8 @@ class Plan:
     remat: float = 1.0
     """Fraction of the layers recomputed in each backward (0: none, 1: all, `train.remat`)."""
     shared_prefix: bool = False
-    """The shared prefix computed once (per round for the reference, per minibatch and adapter in
-    each epoch) instead of in every row."""
+    """The shared prefix computed once per minibatch and adapter (for the reference and in each
+    epoch, `LetterPolicy.policy_fn` with `prefix_tokens`) instead of in every row."""
     old_from_rollouts: bool = True
     """Old log-probs handed over by the rollouts (otherwise one more adapted pass)."""
 
@@ -144,11 +149,12 @@ def round_flops(dims: Dims, w: Workload, plan: Plan) -> dict[str, float]:
     }
     whole = Pass(w.adapters * rows, padded + block, padded + block, logits)
     if plan.shared_prefix:
-        own = Pass(w.adapters * rows, padded - w.prefix + block, padded + block, logits)
+        after = padded - w.prefix if w.update_suffix is None else w.update_suffix
+        own = Pass(w.adapters * rows, after + block, w.prefix + after + block, logits)
         minibatches = w.adapters * -(-rows // w.minibatch)
         head = Pass(minibatches, w.prefix, w.prefix, 0)
         ref = forward_flops(dims, dataclasses.replace(own, adapted=False)) + forward_flops(
-            dims, Pass(1, w.prefix, w.prefix, 0, adapted=False))
+            dims, dataclasses.replace(head, adapted=False))
         fwd = forward_flops(dims, own) + forward_flops(dims, head)
         bwd = backward_flops(dims, own) + backward_flops(dims, head)
     else:

@@ -134,34 +134,38 @@ def dims_for(backbone: str, tiny: bool, rank: int, targets: tuple[str, ...]) -> 
 
 def paper_flops(cfg, dims: F.Dims, segments: bool, run_cfg, seeds: int, device_bytes: float, **work) -> dict:
     """The analytic FLOPs of one round at the paper's scale (one seed's round unless `seeds` > 1),
-    by plan: `before_remat`, the current update with every layer rematerialised (`train.remat=true`:
-    reference + 2 epochs x (forward, remat, backward), the ~7 prompt passes of issue #53);
-    `before`, the current update under the config's own `train.remat`; `after`, the planned update
-    (module `omjax.bench.flops`), remat only of the layers whose activations do not fit
-    `device_bytes` (`memory_estimate`); `after_unpadded`, that plan with each minibatch padded to
-    its own longest prompt rather than the round's. FLOPs in PFLOP."""
+    by plan, in PFLOP:
+
+    - `before`: the update over whole prompts with every layer recomputed (`train.remat=true`:
+      reference + 2 epochs x (forward, remat, backward), the ~7 prompt passes of issue #53);
+    - `now`: the update as omjax runs it: the shared prompt prefix once per minibatch and adapter
+      (`update_inputs` + `LetterPolicy.policy_fn`), the rows after it padded on the update's
+      length grid, and the layers `train.remat=auto` recomputes on a device of `device_bytes`
+      (`oom.planned_remat`, the trainer's own plan);
+    - `packed`: `now` with each row padded only to the mean prompt (rows packed by length; not
+      implemented: what packing could still give)."""
     from omjax.models import memory_estimate
+    from omjax.models.base import remat_below
+    from omjax.models.inference import bucket
+    from omjax.train.oom import planned_remat
 
     w = {**PAPER_PROMPT, **{k: v for k, v in work.items() if v is not None}}
     t, a = run_cfg.train, run_cfg.n_adapters
     decisions = w["decisions_per_step"] * run_cfg.env.horizon * t.rollouts
+    # The rows after the prefix on the update's grid (`update_inputs`): the longest suffix.
+    suffix = bucket(int(w["update_prompt"] - w["prefix"]), 64)
     work_ = F.Workload(adapters=seeds * a, decisions=decisions, prompt=w["prompt"], prefix=w["prefix"],
-                       block=w["block"], update_prompt=w["update_prompt"],
+                       block=w["block"], update_prompt=w["update_prompt"], update_suffix=suffix,
                        update_rows=t.minibatch_size * math.ceil(decisions / t.minibatch_size),
                        minibatch=t.minibatch_size, copies=1 if segments else int(w["labels"]))
-    est = lambda seq, remat: memory_estimate(cfg, seeds * a, run_cfg.lora.rank, t.minibatch_size, int(seq),
-                                             remat=remat, parallel_agents=True)["total"]
-    whole = w["update_prompt"] + w["block"]
-    shared = whole - w["prefix"] + w["prefix"] / t.minibatch_size  # per row, the prefix counted once per minibatch
-    frac = F.remat_fraction(est(shared, False), est(shared, True), device_bytes)
+    auto = dataclasses.replace(run_cfg, train=dataclasses.replace(t, remat="auto"))
+    layers = remat_below(planned_remat(auto, cfg, seeds, 1, int(device_bytes)), cfg.num_layers)
+    share = layers / cfg.num_layers
     plans = {
-        "before_remat": (work_, F.Plan(epochs=t.epochs, remat=1.0)),
-        "before": (work_, F.Plan(epochs=t.epochs, remat=float(t.remat))),
-        "after": (work_, F.Plan(epochs=t.epochs, remat=frac, shared_prefix=True)),
-        # The same, each minibatch padded to its own longest prompt (rows sorted by length, as the
-        # rollouts' `inference.length_groups` batch them) instead of the round's longest.
-        "after_unpadded": (dataclasses.replace(work_, update_prompt=w["prompt"]),
-                           F.Plan(epochs=t.epochs, remat=frac, shared_prefix=True)),
+        "before": (work_, F.Plan(epochs=t.epochs, remat=1.0)),
+        "now": (work_, F.Plan(epochs=t.epochs, remat=share, shared_prefix=True)),
+        "packed": (dataclasses.replace(work_, update_suffix=w["prompt"] - w["prefix"]),
+                   F.Plan(epochs=t.epochs, remat=share, shared_prefix=True)),
     }
     counts = {name: F.round_flops(dims, wk, plan) for name, (wk, plan) in plans.items()}
     per_row = w["block"] / work_.copies
@@ -170,18 +174,15 @@ def paper_flops(cfg, dims: F.Dims, segments: bool, run_cfg, seeds: int, device_b
                                             adapted=False))
     ratio = lambda a, b: {"update": counts[a]["update"] / counts[b]["update"],
                           "round": counts[a]["total"] / counts[b]["total"]}
+    est = lambda seq, remat: memory_estimate(cfg, seeds * a, run_cfg.lora.rank, t.minibatch_size, int(seq),
+                                             remat=remat, parallel_agents=True)["total"] / 2 ** 30
     return {"workload": dataclasses.asdict(work_), "device_gib": device_bytes / 2 ** 30,
-            "config_remat": t.remat,
-            "fits_without_remat": {"before": est(whole, False) <= device_bytes,
-                                   "after": est(shared, False) <= device_bytes},
-            "estimate_gib": {"before_remat": est(whole, True) / 2 ** 30, "before_no_remat": est(whole, False) / 2 ** 30,
-                             "after_no_remat": est(shared, False) / 2 ** 30},
-            "after_remat_fraction": frac,
+            "remat_layers": {"now": layers, "of": cfg.num_layers},
+            "estimate_gib": {"whole_remat": est(seq, True), "whole_no_remat": est(seq, False),
+                             "now": est(suffix + per_row, layers)},
             "pflop": {name: F.pflop(c) for name, c in counts.items()},
             "prompt_passes": {name: c["update"] / one_pass for name, c in counts.items()},
-            "after_over_before_remat": ratio("after", "before_remat"),
-            "after_over_before": ratio("after", "before"),
-            "after_unpadded_over_before": ratio("after_unpadded", "before")}
+            "now_over_before": ratio("now", "before"), "packed_over_before": ratio("packed", "before")}
 
 
 class Report:
@@ -334,6 +335,7 @@ def run_round(args, run_cfg, report: Report, clock: CompileClock, paper_horizon:
     import numpy as np
 
     from omjax.models import configs, memory_estimate
+    from omjax.models.base import remat_below
     from omjax.train.trainer import Trainer
 
     data = report.data
@@ -382,12 +384,16 @@ def run_round(args, run_cfg, report: Report, clock: CompileClock, paper_horizon:
         batch = up["batch"]
         g, b, n_labels, width = batch.inputs["label_mask"].shape
         block = n_labels * width
+        split = "prefix_tokens" in batch.inputs  # the update runs the shared prefix once per minibatch
+        cols = batch.inputs["tokens"].shape[-1] - block
         work = F.Workload(adapters=g, decisions=len(ds) / g, prompt=float(np.mean([len(d.prompt_ids) for d in ds])),
-                          prefix=prefix, block=block, update_prompt=batch.inputs["tokens"].shape[-1] - block,
+                          prefix=prefix, block=block, update_prompt=cols + (prefix if split else 0),
+                          update_suffix=cols if split else None,
                           update_rows=up["active"] * run_cfg.train.minibatch_size,
                           minibatch=run_cfg.train.minibatch_size,
                           copies=n_labels if trainer.policy.one_row_per_branch else 1)
-        fl = F.round_flops(dims, work, F.Plan(epochs=run_cfg.train.epochs, remat=float(run_cfg.train.remat)))
+        remat = remat_below(trainer.remat, model.config.num_layers) / model.config.num_layers
+        fl = F.round_flops(dims, work, F.Plan(epochs=run_cfg.train.epochs, remat=remat, shared_prefix=split))
         collect_run = max(collect_wall - collect_compile, 1e-9)
         update_run = max(up["wall"] - up["compile"], 1e-9)
         rounds.append({
@@ -399,6 +405,7 @@ def run_round(args, run_cfg, report: Report, clock: CompileClock, paper_horizon:
                         "mfu": _mfu(fl["rollout"], collect_run, peak)},
             "update": {"wall_s": up["wall"], "compile_s": up["compile"], "adapters": g, "rows": b,
                        "active_rows": work.update_rows, "tokens_per_row": int(batch.inputs["tokens"].shape[-1]),
+                       "shared_prefix": split,
                        "tflop": fl["update"] / 1e12, "mfu": _mfu(fl["update"], update_run, peak)},
             "workload": dataclasses.asdict(work), "tflop": {k: v / 1e12 for k, v in fl.items()},
             "peak_bytes": _peak_bytes(),
@@ -434,7 +441,7 @@ def run_round(args, run_cfg, report: Report, clock: CompileClock, paper_horizon:
     t = run_cfg.train
     est = memory_estimate(model.config, g, run_cfg.lora.rank, t.minibatch_size, last["update"]["tokens_per_row"],
                           base_bytes=2 if dtype == jnp.bfloat16 else 4, act_bytes=2 if dtype == jnp.bfloat16 else 4,
-                          remat=t.remat, parallel_agents=True)
+                          remat=trainer.remat, parallel_agents=True)
     limit = (device.memory_stats() or {}).get("bytes_limit")
     data["memory"] = {"peak_bytes": _peak_bytes(), "estimate_bytes": est["total"], "device_bytes": limit,
                       "peak_over_estimate": None if _peak_bytes() is None else _peak_bytes() / est["total"]}

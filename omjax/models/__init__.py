@@ -20,13 +20,13 @@ Family contract (one module per HF `model_type`, registered in `FAMILIES`):
     init_cache(cfg, batch, max_len, dtype) -> cache (see `omjax.models.base`)
     forward(params, cfg, tokens[B, T] int32, *, attention_mask[B, T] | None = None,
             lora | None = None, lora_scale: float = 1.0, cache | None = None,
-            last_only: bool | int = False, remat: bool = False) -> (logits f32, cache)
+            last_only: bool | int = False, remat: bool | int = False) -> (logits f32, cache)
         logits are `[B, T, V]`, or `[B, n, V]` (the final n positions) with `last_only=n`
         (True is 1). Mask values >= 2 mark branches (`base.token_positions`) in families whose
         `SEGMENTS` is True; a recurrent family (`SEGMENTS = False`) cannot run them. Padding
         is on the left whenever a cache or `last_only` is used. `lora` is one adapter tree
         `{"layers": {group: {target: {"a", "b"}}}}` (no agent axis; `omjax.models.lora`); `remat` wraps each layer in
-        `jax.checkpoint`. The returned cache is None when no cache was passed.
+        `jax.checkpoint` (an int n: the bottom n layers only, `base.remat_below`). The returned cache is None when no cache was passed.
     trunk(params, cfg, tokens, *, attention_mask, n_layers) -> base.Trunk
         the frozen base's residual stream entering layer `n_layers`; `forward(..., trunk=)`
         continues from it (the update's frozen layers under `lora.top_layers`).

@@ -364,7 +364,7 @@ def kv_stack_cache(n_layers: int, batch: int, max_len: int, n_kv: int, head_dim:
 
 
 def scan_layers(body: Callable, x: jax.Array, params: dict, lora_layers: dict | None, lora_slots: list | None,
-                cache: dict | None, lo: int, hi: int, *, cache_lo: int = 0, keep: int = 0, remat: bool = False):
+                cache: dict | None, lo: int, hi: int, *, cache_lo: int = 0, keep: int = 0, remat: bool | int = False):
     """Layers `[lo, hi)` of a stacked stack as `jax.lax.scan`s, so a program traces one layer
     whatever the depth (Qwen3-4B widths, grad + remat: 36 unrolled layers compiled in 24.5 s,
     one scanned stack in 5.1 s).
@@ -374,15 +374,18 @@ def scan_layers(body: Callable, x: jax.Array, params: dict, lora_layers: dict | 
     adapter's stacks (`omjax.models.lora`) or None, lora_slots: `lora.slots` of it; cache:
     `{name: [Lc, B, ...]}` holding layers `cache_lo..` (Lc = L - cache_lo) or None. The layers
     are cut into runs where the adapter starts (the frozen trunk below `lora.top_layers` is one
-    run, the adapted top another) and at `keep`; each run is one scan over its slice of the
-    stacks, the remat policy inside its body.
+    run, the adapted top another), at `keep` and where rematerialisation stops; each run is one
+    scan over its slice of the stacks, the remat policy inside its body. `remat`: True every
+    layer, False none, an int n the layers below layer n (`remat_below`; the memory plan's
+    partial remat, `omjax.models.memory.remat_layers`).
 
     Returns (x, the residual stream entering layer `keep` or None, the cache with layers
     `[lo, hi)` written, or None).
     """
     if lo < cache_lo and cache is not None:
         raise ValueError(f"the cache holds layers {cache_lo}.. but the forward starts at layer {lo}")
-    cuts = {lo, hi} | ({keep} if lo < keep < hi else set())
+    remat_hi = remat_below(remat, hi)
+    cuts = {lo, hi} | ({keep} if lo < keep < hi else set()) | ({remat_hi} if lo < remat_hi < hi else set())
     if lora_layers is not None:
         cuts |= {i for i in range(lo + 1, hi) if _slot_group(lora_slots[i]) != _slot_group(lora_slots[i - 1])}
     cuts = sorted(cuts)
@@ -400,7 +403,7 @@ def scan_layers(body: Callable, x: jax.Array, params: dict, lora_layers: dict | 
             p = jax.tree.map(lambda w: jax.lax.dynamic_index_in_dim(w, i, keepdims=False), params)
             return body(p, x, ab_i, c_i)
 
-        if remat:
+        if a < remat_hi:
             step = jax.checkpoint(step, prevent_cse=False)
         x, c = jax.lax.scan(step, x, (jnp.arange(a, b), ab, c))
         written.append(c)
@@ -412,6 +415,16 @@ def scan_layers(body: Callable, x: jax.Array, params: dict, lora_layers: dict | 
     return x, kept, jax.tree.map(lambda *t: jnp.concatenate(t), *parts) if len(parts) > 1 else parts[0]
 
 
+def remat_below(remat: bool | int, n_layers: int) -> int:
+    """The layers `[0, n)` a forward rematerialises: `remat` True all `n_layers`, False none,
+    an int that many from the bottom (capped at `n_layers`)."""
+    if isinstance(remat, (bool, np.bool_)):
+        return n_layers if remat else 0
+    if int(remat) < 0:
+        raise ValueError(f"remat must be a bool or a layer count >= 0, got {remat}")
+    return min(int(remat), n_layers)
+
+
 def layer_period(kinds) -> int:
     """The length of the repeating block of a stack of layer kinds: the smallest p with
     `kinds[i] == kinds[i % p]` for every i (Qwen3.5: 3 Gated DeltaNet + 1 full attention, 4)."""
@@ -421,7 +434,7 @@ def layer_period(kinds) -> int:
 
 def scan_blocks(body: Callable, carry, kinds: tuple[str, ...], params: dict, lora_layers: dict | None,
                 lora_slots: list | None, cache: dict | None, lo: int, hi: int, *, cuts=(), layer_xs=None,
-                remat: bool = False):
+                remat: bool | int = False):
     """Layers `[lo, hi)` of a mixed stack as `jax.lax.scan`s over its repeating block, so a
     program traces one block whatever the depth (MaxText's scannable blocks).
 
@@ -433,13 +446,15 @@ def scan_blocks(body: Callable, carry, kinds: tuple[str, ...], params: dict, lor
     layer_xs: a pytree of per-layer inputs `[L, ...]` fed to each layer as a scanned input.
 
     The layers are cut into runs at `cuts` and where the adapter's structure changes (the frozen
-    trunk below `lora.top_layers`, the adapted top); each run is one scan over its whole blocks,
-    the remat policy inside the scanned body, and the layers left over when the run is not a
-    multiple of its block one more, shorter scan. Returns (carry, the cache with layers
+    trunk below `lora.top_layers`, the adapted top) and where rematerialisation stops (`remat`
+    as in `scan_layers`); each run is one scan over its whole blocks, the remat policy inside
+    the scanned body, and the layers left over when the run is not a multiple of its block one
+    more, shorter scan. Returns (carry, the cache with layers
     `[lo, hi)` written, or None).
     """
     rank = [kinds[:i].count(kinds[i]) for i in range(len(kinds))]     # index within its kind
-    points = {lo, hi} | {c for c in cuts if lo < c < hi}
+    remat_hi = remat_below(remat, hi)
+    points = {lo, hi} | {c for c in cuts if lo < c < hi} | ({remat_hi} if lo < remat_hi < hi else set())
     if lora_layers is not None:
         points |= {i for i in range(lo + 1, hi) if (lora_slots[i] is None) != (lora_slots[i - 1] is None)}
     points = sorted(points)
@@ -491,7 +506,7 @@ def scan_blocks(body: Callable, carry, kinds: tuple[str, ...], params: dict, lor
                                           for k, v in outs.items()}
             return carry, new
 
-        if remat:
+        if start < remat_hi:
             step = jax.checkpoint(step, prevent_cse=False)
         carry, c = jax.lax.scan(step, carry, (jnp.arange(n), ab, c, lx))
         if c is not None:

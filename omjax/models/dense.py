@@ -170,7 +170,7 @@ def _layer(p: dict, cfg: DenseConfig, x: jax.Array, ctx: base.Context, cos, sin,
 
 
 def _layers(params: dict, cfg: DenseConfig, tokens: jax.Array, attention_mask, lora, lora_scale: float,
-            cache: dict | None, remat: bool, trunk: base.Trunk | None, stop: int, keep: int = 0):
+            cache: dict | None, remat: bool | int, trunk: base.Trunk | None, stop: int, keep: int = 0):
     """Run layers [first, stop) (first = 0, or where `trunk` stopped): (x [B, T, D], cache, the
     layer stack of the cache (layers below `first` as they were), the residual stream entering
     layer `keep` (None when `keep` is 0)). With a trunk and a cache only layers >= first are
@@ -207,7 +207,7 @@ def trunk(params: dict, cfg: DenseConfig, tokens: jax.Array, *, attention_mask: 
 def forward(params: dict, cfg: DenseConfig, tokens: jax.Array, *,
             attention_mask: jax.Array | None = None, lora: dict | None = None,
             lora_scale: float = 1.0, cache: dict | None = None, last_only: bool | int = False,
-            remat: bool = False, trunk: base.Trunk | None = None) -> tuple[jax.Array, dict | None]:
+            remat: bool | int = False, trunk: base.Trunk | None = None) -> tuple[jax.Array, dict | None]:
     """Logits `[B, T, V]` f32 (`[B, n, V]`, the final n positions, with `last_only=n`; True
     is 1) and the updated cache.
 

@@ -494,7 +494,7 @@ def _per_layer_inputs(params: dict, cfg: Config, tokens, x):
 
 
 def _layers(params: dict, cfg: Config, tokens: jax.Array, attention_mask, lora, lora_scale: float,
-            cache: dict | None, remat: bool, trunk: base.Trunk | None, stop: int):
+            cache: dict | None, remat: bool | int, trunk: base.Trunk | None, stop: int):
     """Run layers [first, stop) (first = 0, or where `trunk` stopped) as scans over blocks of
     the sliding/full pattern (`base.scan_blocks`) in two segments, the layers that write keys
     and values and those that share them; the per-layer inputs are scanned inputs.
@@ -558,7 +558,7 @@ def trunk(params: dict, cfg: Config, tokens: jax.Array, *, attention_mask: jax.A
 def forward(params: dict, cfg: Config, tokens: jax.Array, *,
             attention_mask: jax.Array | None = None, lora: dict | None = None,
             lora_scale: float = 1.0, cache: dict | None = None, last_only: bool | int = False,
-            remat: bool = False, trunk: base.Trunk | None = None) -> tuple[jax.Array, dict | None]:
+            remat: bool | int = False, trunk: base.Trunk | None = None) -> tuple[jax.Array, dict | None]:
     """Logits `[B, T, V]` f32 (`[B, n, V]`, the final n positions, with `last_only=n`; True
     is 1) and the updated cache.
 

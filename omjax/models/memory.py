@@ -7,7 +7,8 @@ Counted from parameter counts and shapes, not measured. Components:
   gradient and Adam's two f32 moments (4 copies), times `n_agents`.
 - activations: what the backward pass keeps for one agent's micro-batch `[batch, seq]`. With
   `remat` (one `jax.checkpoint` per layer) that is each layer's input `[B, T, D]` plus the
-  live internals of the one layer being recomputed; without it every layer's internals.
+  live internals of the one layer being recomputed; without it every layer's internals; with
+  `remat` an int k, the bottom k layers recomputed and the others' internals kept.
   Layer internals: q/k/v/o and attention output, the SwiGLU gate/up/product (`3 * F`), the
   f32 attention probabilities `[B, H, T, T]` (no flash attention on this path), and the LoRA
   bottlenecks. By default agents' micro-batches run one after another; with
@@ -29,7 +30,7 @@ def _lora_shapes(cfg) -> list[dict[str, tuple[int, int]]]:
 
 
 def memory_estimate(cfg, n_agents: int, lora_rank: int, batch: int, seq: int, *,
-                    base_bytes: int = 2, act_bytes: int = 2, remat: bool = True,
+                    base_bytes: int = 2, act_bytes: int = 2, remat: bool | int = True,
                     parallel_agents: bool = False) -> dict:
     """Bytes per component and the total (see the module docstring); also `*_gib` keys.
 
@@ -49,7 +50,9 @@ def memory_estimate(cfg, n_agents: int, lora_rank: int, batch: int, seq: int, *,
         + batch * h * seq * seq * 4
         + tokens * lora_rank * 7 * 4)
     layer_inputs = L * tokens * d * act_bytes
-    acts = layer_inputs + per_layer_internals if remat else L * per_layer_internals + layer_inputs
+    k = (L if remat else 0) if isinstance(remat, bool) else min(int(remat), L)  # layers recomputed
+    # Recomputed layers keep their inputs and, one at a time, their internals; the rest keep all.
+    acts = layer_inputs + (L - k) * per_layer_internals + (per_layer_internals if k else 0)
     acts *= n_agents if parallel_agents else 1
     out = {
         "base": cfg.n_params * base_bytes,

@@ -460,7 +460,7 @@ def _layer(p: dict, cfg: Config, kind: str, x, ctx: base.Context, cos, sin, lora
 
 
 def _layers(params: dict, cfg: Config, tokens: jax.Array, attention_mask, lora, lora_scale: float,
-            cache: dict | None, remat: bool, trunk: base.Trunk | None, stop: int):
+            cache: dict | None, remat: bool | int, trunk: base.Trunk | None, stop: int):
     """Run layers [first, stop) (first = 0, or where `trunk` stopped) as scans over blocks of
     the layer pattern (`base.scan_blocks`): (x [B, T, D], cache, layer caches)."""
     ctx, cache = base.make_context(tokens, attention_mask, cache)
@@ -493,7 +493,7 @@ def trunk(params: dict, cfg: Config, tokens: jax.Array, *, attention_mask: jax.A
 def forward(params: dict, cfg: Config, tokens: jax.Array, *,
             attention_mask: jax.Array | None = None, lora: dict | None = None,
             lora_scale: float = 1.0, cache: dict | None = None, last_only: bool | int = False,
-            remat: bool = False, trunk: base.Trunk | None = None) -> tuple[jax.Array, dict | None]:
+            remat: bool | int = False, trunk: base.Trunk | None = None) -> tuple[jax.Array, dict | None]:
     """Logits `[B, T, V]` f32 (`[B, n, V]`, the final n positions, with `last_only=n`; True
     is 1) and the updated cache.
 

@@ -28,10 +28,13 @@ from omjax.config import Config, ConfigError
 GIB = 1024 ** 3
 MEMORY_ENV = "OMJAX_DEVICE_MEMORY_BYTES"
 """Environment override of one device's memory in bytes (see the module docstring)."""
+ESTIMATE_TOKENS = 768
+"""Sequence length the memory estimate assumes when `train.update_tokens` does not fix one (the
+paper's prompts, as `omjax.bench gpu` builds them)."""
 
 LOWER = {
     "update": "lower train.minibatch_size (rows per gradient step), train.update_tokens or train.update_rows "
-              "(padding), or set train.remat=true",
+              "(padding), or set train.remat=true (train.remat=auto recomputes only what the estimate says must be)",
     "rollouts": "run fewer --seeds or train.rollouts (every pending decision of a step is one batched call)",
     "start": "use a smaller model.dtype or backbone, or more devices (run.base_sharding=shard)",
 }
@@ -54,19 +57,44 @@ def device_memory(devices: Sequence[Any] | None = None) -> int | None:
     return device_bytes_limit(list(jax.devices() if devices is None else devices))
 
 
-def plan_estimate(cfg: Config, model_cfg: Any, n_seeds: int, n_devices: int, limit: int | None) -> tuple[dict, int]:
-    """(the update's `memory_estimate`, devices on the model axis): the trainer's own sizing."""
+def _estimate(cfg: Config, model_cfg: Any, n_seeds: int, remat: bool | int) -> dict:
+    """The update's `memory_estimate` under `remat` (True, False or a layer count)."""
     from omjax.models import memory_estimate
-    from omjax.train.sharding import model_axis
-    from omjax.train.trainer import ESTIMATE_TOKENS
 
     t = cfg.train
     width = 4 if cfg.model.dtype == "float32" else 2
-    est = memory_estimate(model_cfg, n_seeds * cfg.n_adapters, cfg.lora.rank, t.minibatch_size,
-                          t.update_tokens or ESTIMATE_TOKENS, base_bytes=width, act_bytes=width, remat=t.remat,
-                          parallel_agents=True)
-    m = model_axis(cfg.run.base_sharding, n_devices, cfg.run.model_devices, lambda m: _need(est, m), limit)
-    return est, m
+    return memory_estimate(model_cfg, n_seeds * cfg.n_adapters, cfg.lora.rank, t.minibatch_size,
+                           t.update_tokens or ESTIMATE_TOKENS, base_bytes=width, act_bytes=width, remat=remat,
+                           parallel_agents=True)
+
+
+def _axis(cfg: Config, est: dict, n_devices: int, limit: int | None) -> int:
+    from omjax.train.sharding import model_axis
+
+    return model_axis(cfg.run.base_sharding, n_devices, cfg.run.model_devices, lambda m: _need(est, m), limit)
+
+
+def planned_remat(cfg: Config, model_cfg: Any, n_seeds: int, n_devices: int, limit: int | None) -> bool | int:
+    """`train.remat` resolved: `true`/`false` as set; `auto` the fewest layers (from the bottom,
+    an int) whose recomputation lets the update's estimate fit `limit` bytes per device, the
+    base split as the trainer would split it: 0 where everything fits or `limit` is None, True
+    where even recomputing every layer does not fit (then `check_plan` refuses the run)."""
+    if cfg.train.remat != "auto":
+        return cfg.train.remat
+    if limit is None:
+        return 0
+    for k in range(model_cfg.num_layers + 1):
+        est = _estimate(cfg, model_cfg, n_seeds, k)
+        if _need(est, _axis(cfg, est, n_devices, limit)) <= limit:
+            return k
+    return True
+
+
+def plan_estimate(cfg: Config, model_cfg: Any, n_seeds: int, n_devices: int, limit: int | None) -> tuple[dict, int]:
+    """(the update's `memory_estimate` under the planned remat, devices on the model axis): the
+    trainer's own sizing."""
+    est = _estimate(cfg, model_cfg, n_seeds, planned_remat(cfg, model_cfg, n_seeds, n_devices, limit))
+    return est, _axis(cfg, est, n_devices, limit)
 
 
 def _need(est: dict, m: int) -> float:

@@ -144,7 +144,7 @@ class _BankPolicy:
     """Whether the adapters act on the reply's tokens only (`lora.scope=reply`, letter mode):
     the prompt, shared prefix included, is the frozen base's."""
 
-    def __init__(self, family: Any, config: Any, lora_scale: float, temperature: float, remat: bool,
+    def __init__(self, family: Any, config: Any, lora_scale: float, temperature: float, remat: bool | int,
                  frozen_layers: int):
         self.family, self.config = family, config
         self.lora_scale, self.temperature, self.remat = float(lora_scale), float(temperature), remat
@@ -199,7 +199,7 @@ class LetterPolicy(_BankPolicy):
 
     kl_kind = "exact"
 
-    def __init__(self, family: Any, config: Any, lora_scale: float, temperature: float, remat: bool = True,
+    def __init__(self, family: Any, config: Any, lora_scale: float, temperature: float, remat: bool | int = True,
                  frozen_layers: int = 0, reply_only: bool = False, realign: float = 1.0):
         super().__init__(family, config, lora_scale, temperature, remat, frozen_layers)
         self.realign = float(realign)
@@ -350,7 +350,7 @@ class LetterPolicy(_BankPolicy):
             return out, cache, [tr.hidden]
         trunk = inputs.get("trunk")
         tr = None if trunk is None else trunk.replace(hidden=trunk.hidden[:, cols])
-        out, cache = self.family.forward(base, self.config, tokens, remat=self.remat and not prompt, trunk=tr,
+        out, cache = self.family.forward(base, self.config, tokens, remat=False if prompt else self.remat, trunk=tr,
                                          **common)
         return out, cache, []
 
@@ -375,8 +375,24 @@ class LetterPolicy(_BankPolicy):
             return branch_rows(inputs["tokens"], inputs["mask"], n_labels, width)
         return inputs["tokens"], inputs["mask"]
 
+    @property
+    def update_prefix(self) -> bool:
+        """Whether the update may run each minibatch's shared prompt prefix once (`policy_fn`
+        with `prefix_tokens`): where every layer is adapted on every token (no frozen trunk kept
+        laid out as whole prompts, no `lora.scope=reply` prompt cache)."""
+        return not self.frozen_layers and not self.reply_only
+
     def policy_fn(self, base: Any, lora: Any, inputs: dict) -> PolicyOut:
-        joint = self.joint_logp(base, lora, inputs)  # [P, L, M]
+        """The update's scores of P decisions. With `prefix_tokens`/`prefix_mask` [P, S] (every
+        row the same: the rows' shared prompt prefix, `rollout.update_inputs`), `tokens` hold
+        what follows it: the prefix runs once, under `lora` (its keys and values are the
+        adapter's, so gradients flow through them), into a batch-1 cache that every row's
+        attention reads; the same numbers as whole prompts at a fraction of the prefix's cost."""
+        cache = None
+        if "prefix_tokens" in inputs:
+            cache = inference.prefill(self.family, base, self.config, inputs["prefix_tokens"][:1],
+                                      inputs["prefix_mask"][:1], lora=lora, lora_scale=self.lora_scale)
+        joint = self.joint_logp(base, lora, inputs, cache)  # [P, L, M]
         p, n_labels, m = joint.shape
         chosen = joint[jnp.arange(p), inputs["state"], inputs["action"]]  # [P]
         mask = jnp.broadcast_to(inputs["menu_mask"][:, None, :], joint.shape)
@@ -418,7 +434,7 @@ class SamplePolicy(_BankPolicy):
     kl_kind = "k3"
 
     def __init__(self, family: Any, config: Any, lora_scale: float, temperature: float,
-                 max_new_tokens: int, stop_ids: Sequence[int], pad_id: int, remat: bool = True,
+                 max_new_tokens: int, stop_ids: Sequence[int], pad_id: int, remat: bool | int = True,
                  frozen_layers: int = 0):
         super().__init__(family, config, lora_scale, temperature, remat, frozen_layers)
         self.max_new_tokens = int(max_new_tokens)

@@ -246,6 +246,16 @@ class Decider:
             self._prefix_ids[system] = ids
         return self._prefix_ids[system]
 
+    def known_prefix(self, prompts: Sequence[Sequence[int]]) -> list[int]:
+        """The longest shared prefix this decider has cached (`prefix_ids` of a system message
+        seen) that every one of `prompts` starts with and outruns; [] when none does."""
+        best: list[int] = []
+        for ids in self._prefix_ids.values():
+            n = len(ids)
+            if n > len(best) and prompts and all(len(p) > n and list(p[:n]) == ids for p in prompts):
+                best = ids
+        return best
+
     def prefill(self, base: Any, bank: Any, system: str, keep_trunk: bool = False) -> Prefix:
         """The shared prefix of every prompt under `system`, prefilled under each adapter of
         `bank`: valid for decisions taken with this bank (with `keep_trunk`, also the prefix's
@@ -636,7 +646,12 @@ def update_inputs(decisions: list[Decision], policy: LetterPolicy | SamplePolicy
     programs) and one sequence length (at least `min_tokens`, on the `bucket` grid). The old
     log-prob of each decision is the one the rollout drew it with (`Decision.logp`). When every
     decision kept its frozen trunk (`Decision.trunk`), the inputs carry it (`inputs["trunk"]`,
-    laid out as the tokens are) and the update does not recompute it.
+    laid out as the tokens are) and the update does not recompute it. Otherwise, in letter mode
+    where the policy allows it (`LetterPolicy.update_prefix`), each adapter's rows carry the
+    shared prompt prefix they all start with (`Decider.known_prefix`) as `prefix_tokens`/
+    `prefix_mask` [G, B, S] (every row of a group the same) and `tokens` only what follows it,
+    so the update runs the prefix once per minibatch instead of in every row (`min_tokens`
+    then counts the prefix's S columns).
 
     `advantages` is [R] (one per rollout: `decision.rollout` indexes it; the cohort credit) or
     None (each decision's own `Decision.advantage`). When every decision carries the advantage
@@ -656,12 +671,22 @@ def update_inputs(decisions: list[Decision], policy: LetterPolicy | SamplePolicy
     b = minibatch_size * inference.pow2_at_least(-(-max(longest, min_rows, 1) // minibatch_size))
     is_letter = isinstance(policy, LetterPolicy)
     seqs = [[d.prompt_ids if is_letter else d.prompt_ids + d.reply_ids for d in g] for g in groups]
-    length = inference.bucket(max(max((len(s) for g in seqs for s in g), default=1), min_tokens), 64)
+    kept = is_letter and bool(decisions) and all(d.trunk is not None for d in decisions)
+    # Each adapter's rows share their prompts' prefix (the chat template and system message):
+    # the update runs it once per minibatch (`LetterPolicy.policy_fn`), the rows only what follows.
+    prefixes = [decider.known_prefix(g) if is_letter and policy.update_prefix and not kept else [] for g in seqs]
+    filled = [p for p, g in zip(prefixes, seqs) if g]
+    if filled and all(filled):
+        prefixes = [p if g else filled[0] for p, g in zip(prefixes, seqs)]  # empty groups: any real prefix
+        seqs = [[s[len(p):] for s in g] for p, g in zip(prefixes, seqs)]
+        head = inference.bucket(max(len(p) for p in prefixes))
+    else:
+        prefixes, head = None, 0
+    length = inference.bucket(max(max((len(s) for g in seqs for s in g), default=1), min_tokens - head), 64)
     adv = np.zeros((n_groups, b), np.float32)
     old = np.zeros((n_groups, b), np.float32)
     valid = np.zeros((n_groups, b), bool)
     shape = letter_shape([d.menu for d in decisions], [d.branches for d in decisions]) if is_letter else None
-    kept = is_letter and bool(decisions) and all(d.trunk is not None for d in decisions)
     all_options = is_letter and bool(decisions) and all(d.option_advantages is not None for d in decisions)
     option_adv = np.zeros((n_groups, b, shape[2]), np.float32) if all_options else None
     per_group = []
@@ -678,6 +703,8 @@ def update_inputs(decisions: list[Decision], policy: LetterPolicy | SamplePolicy
             one["action"] = np.array([d.action for d in g] + [0] * (b - len(g)), np.int32)
             if kept:
                 one["trunk"] = _trunk_rows(g, b, length, shape[1])
+            if prefixes is not None:
+                one["prefix_tokens"], one["prefix_mask"] = inference.left_pad([prefixes[gi]] * b, head, decider.pad_id)
         else:
             one = {"tokens": tokens, "mask": mask, "reply_mask": np.zeros((b, length), bool)}
             for j, d in enumerate(g):

@@ -39,7 +39,7 @@ from omjax.config import Config, LoRAConfig, dump_config
 from omjax.envs.meltingpot.workers import RolloutWorkerError
 from omjax.jax_cache import compilations
 from omjax.games import guards_file, make_group_game
-from omjax.models import load, memory_estimate
+from omjax.models import load
 from omjax.models import loader
 from omjax.models import lora as lora_lib
 from omjax.options.libraries import LIBRARY_FILE, library_record, resolve_library, write_library_record
@@ -47,15 +47,12 @@ from omjax.train.checkpoint import Checkpointer, TrainState
 from omjax.train.credit import CohortCreditor, make_credit
 from omjax.train.metrics import MetricsLog, plot_learning_curve, write_jsonl_atomic
 from omjax.train.policy import LetterPolicy, SamplePolicy
-from omjax.train.sharding import Placement, device_bytes_limit, model_axis, staging_device, to_host
+from omjax.train.oom import device_memory, plan_estimate, planned_remat
+from omjax.train.sharding import Placement, staging_device, to_host
 from omjax.train.rollout import Decider, RolloutBatch, collect_group, decision_record, segment_start, update_inputs
 from omjax.train.update import (UpdateSettings, active_minibatches, init_opt_state, make_bank_update,
                                 make_optimizer)
 
-
-ESTIMATE_TOKENS = 768
-"""Sequence length the memory estimate assumes when `train.update_tokens` does not fix one (the
-paper's prompts, as `omjax.bench gpu` builds them)."""
 
 GROUP_FILE = "group.json"
 """In the root of a multi-seed run: `{"seeds": [...]}`; each seed's run is `seed_<s>/` below it."""
@@ -92,19 +89,21 @@ def stop_token_ids(tokenizer: Any) -> list[int]:
     return sorted(i for i in ids if i is not None)
 
 
-def make_policy(cfg: Config, model: Any, lora_cfg: LoRAConfig) -> LetterPolicy | SamplePolicy:
+def make_policy(cfg: Config, model: Any, lora_cfg: LoRAConfig, remat: bool | int | None = None) -> LetterPolicy | SamplePolicy:
     """The configured decision mode on `model`; with `lora.top_layers`, the layers below the
-    adapters form a frozen trunk that the update computes once per round."""
+    adapters form a frozen trunk that the update computes once per round. `remat`: the update's
+    rematerialisation (`oom.planned_remat`); None: `train.remat`, `auto` as none."""
+    remat = (0 if cfg.train.remat == "auto" else cfg.train.remat) if remat is None else remat
     top = cfg.lora.top_layers
     frozen = model.config.num_layers - top if top else 0
     if cfg.policy.decision_mode == "letter":
         return LetterPolicy(model.family, model.config, lora_cfg.scale, cfg.policy.temperature,
-                            remat=cfg.train.remat, frozen_layers=frozen, reply_only=cfg.lora.scope == "reply",
+                            remat=remat, frozen_layers=frozen, reply_only=cfg.lora.scope == "reply",
                             realign=cfg.policy.realign)
     tok = model.tokenizer
     pad = tok.pad_token_id if tok.pad_token_id is not None else 0
     return SamplePolicy(model.family, model.config, lora_cfg.scale, cfg.policy.temperature,
-                        cfg.policy.max_new_tokens, stop_token_ids(tok), pad, remat=cfg.train.remat,
+                        cfg.policy.max_new_tokens, stop_token_ids(tok), pad, remat=remat,
                         frozen_layers=frozen)
 
 
@@ -164,7 +163,8 @@ class Trainer:
         """The run's config; a group's keeps `env.library: sampled`, so its resume draws each seed's library again."""
         cfg = self.cfg
         dtype = jnp.float32 if cfg.model.dtype == "float32" else jnp.bfloat16
-        self.placement = self._placement(devices, model.config if model is not None else loader.load_config(cfg.model.name))
+        model_cfg = model.config if model is not None else loader.load_config(cfg.model.name)
+        self.placement = self._placement(devices, model_cfg)
         if model is None:
             # A base to be sharded is read into host memory first: it may not fit one device.
             host = staging_device() if self.placement.model_devices > 1 else None
@@ -172,7 +172,7 @@ class Trainer:
                 model = load(cfg.model.name, dtype=dtype)
         self.model = model
         self.lora_cfg = cfg.lora
-        self.policy = make_policy(cfg, self.model, self.lora_cfg)
+        self.policy = make_policy(cfg, self.model, self.lora_cfg, self.remat)
         self.game = game if game is not None else make_group_game([c.env for c in self.seed_cfgs],
                                                                   cfg.policy.action_interface)
         self.decider = Decider(self.policy, self.model.tokenizer, cfg.policy)
@@ -208,16 +208,13 @@ class Trainer:
 
     def _placement(self, devices: Sequence[Any] | None, model_cfg: Any) -> Placement:
         """The mesh over `devices`, its model axis sized by `run.base_sharding` from the run's
-        `memory_estimate` (counted whole on each device except the base, which splits)."""
+        `memory_estimate` (counted whole on each device except the base, which splits), and
+        `self.remat`, the update's rematerialisation from the same plan (`oom.planned_remat`)."""
         devices = list(jax.devices() if devices is None else devices)
-        cfg, t = self.cfg, self.cfg.train
-        width = 4 if cfg.model.dtype == "float32" else 2
-        est = memory_estimate(model_cfg, len(self.seeds) * cfg.n_adapters, cfg.lora.rank, t.minibatch_size,
-                              t.update_tokens or ESTIMATE_TOKENS, base_bytes=width, act_bytes=width,
-                              remat=t.remat, parallel_agents=True)
-        need = lambda m: est["total"] - est["base"] + est["base"] / m
-        m = model_axis(cfg.run.base_sharding, len(devices), cfg.run.model_devices, need,
-                       device_bytes_limit(devices))
+        limit = device_memory(devices)
+        self.remat = planned_remat(self.cfg, model_cfg, len(self.seeds), len(devices), limit)
+        """`train.remat` resolved: True, False, or how many layers from the bottom are recomputed."""
+        _, m = plan_estimate(self.cfg, model_cfg, len(self.seeds), len(devices), limit)
         return Placement(devices, model_devices=m)
 
     # ---------------------------------------------------------------------------------------

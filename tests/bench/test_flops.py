@@ -39,8 +39,8 @@ def test_round_of_the_current_update_by_hand():
 def test_round_of_the_shared_prefix_plan_by_hand():
     w = F.Workload(adapters=1, decisions=2, prompt=5, prefix=2, block=2, minibatch=2)
     out = F.round_flops(DIMS, w, F.Plan(epochs=2, remat=0.0, shared_prefix=True))
-    # rows: 5 own tokens on 7 keys; the prefix (2 tokens) once per round (reference) and once
-    # per minibatch (1 here) in each epoch
+    # rows: 5 own tokens on 7 keys; the prefix (2 tokens) once per minibatch (1 here), for the
+    # reference and in each epoch
     assert out["reference"] == (2000 + 2240 + 480) + (400 + 128)
     assert out["epoch_forward"] == 2 * ((4720 + 120) + (528 + 24))
     assert out["backward"] == 2 * ((2000 + 4480 + 240 + 480) + (400 + 256 + 48))

@@ -187,6 +187,7 @@ def test_held_out_trainers_are_shared_by_configs_that_differ_only_in_out_dir(tin
         held.close()
 
 
+@pytest.mark.slow  # a lab probe (experiments/lab), not the library
 def test_eval_temperature_plays_frozen_and_trained_at_t_on_training_style_seeds(tiny_model_dir, tmp_path, capsys,
                                                                                 monkeypatch):
     """A 1-round tiny run's adapters and the frozen base, both at T = 0.5 on seeds 3-4 under the
@@ -291,6 +292,7 @@ def test_menu_policies_plays_the_real_menus_and_no_idle_skips_idle_options(capsy
         menu_policies.main(["--policies", "no_idle", "--power", "16"])
 
 
+@pytest.mark.slow  # a lab probe (experiments/lab), not the library
 def test_menu_policies_q_policies_follow_the_action_values(capsys):
     from experiments.lab import menu_policies
     from omjax.options.menu import MenuItem
@@ -310,6 +312,7 @@ def test_menu_policies_q_policies_follow_the_action_values(capsys):
         menu_policies.play(None, "q_greedy", [0])
 
 
+@pytest.mark.slow  # a lab probe (experiments/lab), not the library
 def test_menu_policies_name_soft_prefers_names_fitted_from_the_action_values(capsys):
     from experiments.lab import menu_policies
     from omjax.options.menu import MenuItem
@@ -392,6 +395,7 @@ def test_menu_policies_play_segments_from_shared_roots():
         menu_policies.play(game, "uniform", [0, 1], starts=[10], steps=3)
 
 
+@pytest.mark.slow  # a lab probe (experiments/lab), not the library
 def test_credit_snr_scores_idle_picks_and_reports_per_horizon(capsys):
     from experiments.lab import credit_snr
 
@@ -471,6 +475,7 @@ def test_idle_picks_compares_each_rounds_idle_share_with_uniform_picks(tmp_path,
     assert parts[1]["kl"] == pytest.approx(0.2) and parts[1]["shaped"] == 2.0
 
 
+@pytest.mark.slow  # a lab probe (experiments/lab), not the library
 def test_segment_baseline_replays_each_rounds_root_and_pairs_the_returns(tiny_model_dir, tmp_path, capsys):
     """The uniform baseline starts where the run's cohorts started: the trainer's walk and
     `menu_policies.play`'s, given the run's start and `walk_rng(seed, round)`, reach one state."""
@@ -539,6 +544,7 @@ def test_value_probe_fits_what_the_features_carry():
     assert np.allclose([y[gid == g].sum() for g in range(len(val))], 0.0)  # centred within each decision
 
 
+@pytest.mark.slow  # a lab probe (experiments/lab), not the library
 def test_value_probe_collects_real_decisions_and_refits_from_its_cache(tiny_model_dir, tmp_path):
     """The shipped decision path on 6-step AA episodes with a tiny model: every decision's menu
     lines are found in its prompt, Q_u labels them, every probe is fitted and reported, and a
@@ -583,6 +589,7 @@ def test_value_probe_state_readout_finds_state_dependent_values():
     assert value_probe.evaluate(train, val, "names", names, 3, sd)["r2_val"] < 0.05
 
 
+@pytest.mark.slow  # a lab probe (experiments/lab), not the library
 def test_name_fit_scores_the_adapters_expected_name_weight(tiny_model_dir, tmp_path, capsys):
     """`name_fit.py`, shortened: fixed name weights from a run's metrics,
     decisions collected by the base, one update fitted on them, both sets scored."""

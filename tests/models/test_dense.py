@@ -1,6 +1,7 @@
 """llama / qwen3 families against PyTorch `transformers` on tiny random checkpoints."""
 
 import json
+import re
 
 import jax
 import jax.numpy as jnp
@@ -194,6 +195,15 @@ def test_lora_gradient_flows_and_remat_agrees(tiny_qwen3):
     assert np.isfinite(b_norm) and b_norm > 0 and a_norm == 0
     for x, y in zip(jax.tree.leaves(g), jax.tree.leaves(g_remat)):
         np.testing.assert_allclose(np.asarray(x), np.asarray(y), atol=1e-6)
+    # `remat=1` (the memory plan's partial remat, `train.remat=auto`): the bottom layer alone is
+    # recomputed, in a scan of its own, with the same gradients.
+    g_part = jax.jit(jax.grad(loss), static_argnums=1)(adapter, 1)
+    for x, y in zip(jax.tree.leaves(g), jax.tree.leaves(g_part)):
+        np.testing.assert_allclose(np.asarray(x), np.asarray(y), atol=1e-6)
+    jaxpr = lambda remat: str(jax.make_jaxpr(loss, static_argnums=1)(adapter, remat))
+    remats = lambda remat: len(re.findall(r"\b(?:remat2?|checkpoint)\[", jaxpr(remat)))  # the primitive's names
+    assert remats(1) == remats(True) == 1 and remats(False) == 0
+    assert jaxpr(1).count("scan[") > jaxpr(True).count("scan[")
 
 
 def test_cached_prefix_and_greedy_generation_match_pytorch(tiny_qwen3):

@@ -73,6 +73,7 @@ def test_scored_options_are_the_menu_the_policy_sees():
         assert (vals[~row] == 0).all()
 
 
+@pytest.mark.slow  # a research extension's end-to-end check (README: Test)
 def test_values_match_the_games_own_stepping():
     """Q_u of the best and worst option of a decision, from the jitted estimator and from the
     Python menu and `Game.step` (independent draws), agree within sampling error, and differ."""
@@ -224,6 +225,7 @@ def overcooked_model(tmp_path_factory):
     return load(write_tiny_llama(tmp_path_factory.mktemp("tiny_llama_q")))
 
 
+@pytest.mark.slow  # a research extension's end-to-end check (README: Test)
 def test_the_trainer_credits_each_decision_and_every_menu_entry(overcooked_model, tmp_path):
     """Each decision carries its picked entry's credit and every entry's (the critic's weight of its
     key less the menu's mean, on the menu the policy saw); the update batch carries both."""
@@ -260,6 +262,7 @@ def test_the_trainer_credits_each_decision_and_every_menu_entry(overcooked_model
                       trainer.decider, None, 2, lambda d: d.agent, 4)
 
 
+@pytest.mark.slow  # a research extension's end-to-end check (README: Test)
 def test_the_target_objective_trains_on_every_entry(overcooked_model, tmp_path):
     cfg = load_config(None, [*CFG, "train.objective=target", "train.kl_coef=0.5", f"run.out_dir={tmp_path}"])
     trainer = Trainer(cfg, model=overcooked_model)
@@ -269,6 +272,7 @@ def test_the_target_objective_trains_on_every_entry(overcooked_model, tmp_path):
     assert any(not np.array_equal(a, b) for a, b in zip(jax.tree.leaves(state1.bank), jax.tree.leaves(state0.bank)))
 
 
+@pytest.mark.slow  # a research extension's end-to-end check (README: Test)
 @pytest.mark.parametrize("by", ["name", "state"])
 def test_pooled_name_critic_averages_every_round_so_far(overcooked_model, tmp_path, by):
     """The continuation credit's critic: round r's weights are the critic over names (or over names
@@ -312,6 +316,7 @@ def test_pooled_name_critic_averages_every_round_so_far(overcooked_model, tmp_pa
     np.testing.assert_array_equal(np.asarray(restored.critic), np.asarray(state2.critic))
 
 
+@pytest.mark.slow  # a research extension's end-to-end check (README: Test)
 def test_critic_burnin_seeds_the_pooled_critic_before_round_0(overcooked_model, tmp_path, monkeypatch):
     """`train.credit.burnin=2`: round 0 starts the pooled critic from the value labels of 2
     uniform-pick episodes on seeds of their own (`uniform_menus`, `burnin_seed`), so round 0's

@@ -180,7 +180,7 @@ def test_top_layer_adapters_leave_lower_layers_bare(tiny_model, tmp_path):
     np.testing.assert_allclose(row["ratio_first_step"], 1.0, atol=1e-5)
 
 
-@pytest.mark.parametrize("scope", ["all", "reply"])
+@pytest.mark.parametrize("scope", ["all", pytest.param("reply", marks=pytest.mark.slow)])
 def test_the_update_starts_from_the_trunks_the_rollouts_kept(tiny_model, tmp_path, scope):
     """With adapters on the top layer only, each decision keeps the frozen layer's output of its
     rollout forward (after the cached prefix), laid out as the update's inputs; it equals the

@@ -61,3 +61,25 @@ def test_train_refuses_a_plan_that_cannot_fit_before_loading_the_model(tiny_mode
     assert len(err.splitlines()) == 1 and err.startswith("omjax train: the plan needs about")
     assert "a device has 0.0 GiB" in err and "train.remat" in err
     assert not (tmp_path / "run").exists()  # refused before claiming the run directory
+
+
+def test_remat_auto_recomputes_the_fewest_layers_that_fit(tiny_model_dir):
+    """`train.remat=auto`: no layer where the update fits, every layer where only that fits, and
+    in between the fewest bottom layers whose recomputation brings the estimate under the device."""
+    from omjax.config import load_config
+    from omjax.models import loader
+
+    cfg = load_config("configs/quickstart_overcooked_smollm2.yaml", [f"model.name={tiny_model_dir}"])
+    model_cfg = loader.load_config(tiny_model_dir)
+    n = model_cfg.num_layers
+    total = lambda k: oom._estimate(cfg, model_cfg, 1, k)["total"]
+    assert [total(k) for k in range(n + 1)] == sorted((total(k) for k in range(n + 1)), reverse=True)
+    assert total(0) == oom._estimate(cfg, model_cfg, 1, False)["total"] > total(n) == oom._estimate(
+        cfg, model_cfg, 1, True)["total"]
+    plan = lambda limit: oom.planned_remat(cfg, model_cfg, 1, 1, limit)
+    assert plan(None) == 0 and plan(int(total(0))) == 0
+    assert plan(int(total(n))) == n and plan(int(total(n)) - 1) is True
+    mid = int(total(1)) - 1  # one layer is not enough, two are
+    assert plan(mid) == 2 and total(2) <= mid < total(1)
+    fixed = load_config("configs/quickstart_overcooked_smollm2.yaml", [f"model.name={tiny_model_dir}", "train.remat=true"])
+    assert oom.planned_remat(fixed, model_cfg, 1, 1, None) is True

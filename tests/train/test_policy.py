@@ -102,6 +102,7 @@ def brute_reply_joint(m, policy, lora_tree, prompt, branches, letters):
     return label[:, None] + np.stack(out)
 
 
+@pytest.mark.slow  # a research extension's end-to-end check (README: Test)
 def test_reply_scope_adapts_the_reply_only_and_its_cache_is_the_bases(setup):
     """`lora.scope=reply`: the joint equals scoring each branch alone after a prompt run on the
     base; the adapter moves it (it differs from the base and from `scope=all`); without an
@@ -140,7 +141,8 @@ def test_reply_scope_adapts_the_reply_only_and_its_cache_is_the_bases(setup):
         decide_both_ways(m, decider, bank, reqs, prefix, seed)
 
 
-@pytest.mark.parametrize("scope,top", [("reply", 0), ("reply", 1), ("all", 0)])
+@pytest.mark.parametrize("scope,top", [pytest.param("reply", 0, marks=pytest.mark.slow),
+                                       pytest.param("reply", 1, marks=pytest.mark.slow), ("all", 0)])
 def test_realign_draws_from_ref_times_ratio_power_and_leaves_the_base_alone(setup, scope, top):
     """`policy.realign` (DeRa): the realigned block logits are `ref + lam (adapted - ref)`, so given
     its label a letter is drawn from pi_ref^(1 - lam) pi^lam over the menu, computed here from two

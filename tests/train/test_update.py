@@ -215,3 +215,74 @@ def test_target_objective_converges_to_the_regularised_optimum():
     np.testing.assert_allclose(pi, star, atol=0.02)
     assert float(m.loss[0, 0].mean()) > 0.15 and float(m.loss[0, -1].mean()) < 0.01
     np.testing.assert_array_equal(np.asarray(m.clip_frac), 0.0)
+
+
+def test_shared_prefix_update_equals_whole_prompts(tiny_model):
+    """The update that runs each minibatch's shared prompt prefix once, under the adapter, and the
+    rows only after it (`update_inputs` with a known prefix, `LetterPolicy.policy_fn` with
+    `prefix_tokens`) gives the same scores, gradients, losses and adapters as whole prompts,
+    within 1e-5 (float32, two epochs of plain SGD so adapter differences are gradient ones)."""
+    import optax
+
+    from omjax.config import PolicyConfig
+    from omjax.models import lora as lora_lib
+    from omjax.options.menu import MenuItem
+    from omjax.train.policy import LetterPolicy
+    from omjax.train.rollout import Decider, Decision, update_inputs
+
+    m = tiny_model
+    lcfg = LoRAConfig(rank=2, alpha=4.0, targets=("q", "k", "v", "o"))
+    bank = lora_lib.init_lora(jax.random.key(3), m.family.lora_shapes(m.config), lcfg, n_agents=2)
+    bank = jax.tree.map(lambda x: x + 0.1 * jax.random.normal(jax.random.key(4), x.shape), bank)
+    policy = LetterPolicy(m.family, m.config, lcfg.scale, 0.9, remat=False)
+    system = "you are agent A . pick option"
+    users = ["menu A , B", "state : pick now", "wait , pay , drop now", "menu ( C ) you are player B",
+             "drop", "pay now , agent", "option A . option B . option C"]
+    rng = np.random.default_rng(5)
+    branches = Decider(policy, m.tokenizer, PolicyConfig()).branches(("A", "B C"))
+    items = lambda n: [MenuItem(chr(65 + j), j, f"o{j}", None, f"o{j}") for j in range(n)]
+    decisions = [Decision(rollout=i % 2, agent=i % 2, step=i, prompt_ids=[], reply_ids=[], reply="",
+                          menu=items(2 + i % 3), action=int(rng.integers(0, 2)), logp=float(-rng.uniform(0.5, 2)),
+                          parsed=True, branches=branches, state=i % 2) for i in range(len(users))]
+    batches = []
+    for knows_prefix in (False, True):
+        decider = Decider(policy, m.tokenizer, PolicyConfig())
+        for d, user in zip(decisions, users):
+            d.prompt_ids = decider.encode(decider.prompt(system, user))
+        if knows_prefix:
+            prefix = decider.prefix_ids(system)  # what a round's `Decider.prefill` caches
+            assert 4 <= len(prefix) < min(len(d.prompt_ids) for d in decisions)
+        batches.append(update_inputs(decisions, policy, decider, np.array([0.7, -0.7]), 2, lambda d: d.agent,
+                                     minibatch_size=2))
+    whole, split = (jax.tree.map(jnp.asarray, b) for b in batches)
+    assert "prefix_tokens" not in whole.inputs and split.inputs["prefix_tokens"].shape[:2] == (2, 4)
+    real = lambda x: np.asarray(x > 0).sum(-1)  # real tokens per row
+    valid = np.asarray(whole.valid)
+    assert (real(split.inputs["mask"]) + real(split.inputs["prefix_mask"]) == real(whole.inputs["mask"]))[valid].all()
+    assert (real(split.inputs["prefix_mask"]) == len(prefix))[valid].all()
+
+    # Scores and gradients of agent 0's rows under its adapter.
+    one = lambda x: jax.tree.map(lambda v: v[0], x)
+    lora0 = one(bank)
+    score = jax.jit(lambda lo, inputs: policy.policy_fn(m.params, lo, inputs))
+    for field in ("logp", "dist"):
+        np.testing.assert_allclose(np.asarray(getattr(score(lora0, one(split.inputs)), field)),
+                                   np.asarray(getattr(score(lora0, one(whole.inputs)), field)), atol=1e-5)
+    grad = jax.jit(lambda inputs: jax.grad(lambda lo: jnp.sum(score(lo, inputs).logp * one(whole.valid)))(lora0))
+    g_split, g_whole = grad(one(split.inputs)), grad(one(whole.inputs))
+    assert max(float(jnp.abs(g).max()) for g in jax.tree.leaves(g_whole)) > 1e-3
+    for a, b in zip(jax.tree.leaves(g_split), jax.tree.leaves(g_whole)):
+        np.testing.assert_allclose(np.asarray(a), np.asarray(b), atol=1e-5)
+
+    # The whole update: both adapters, two epochs.
+    settings = upd.UpdateSettings(clip_eps=0.2, kl_coef=0.05, epochs=2, minibatch_size=2, kl_kind="exact")
+    opt = optax.sgd(0.1)
+    update = upd.make_bank_update(policy.policy_fn, opt, settings, policy.prepare)
+    keys = jax.random.split(jax.random.key(6), 2)
+    outs = [update(m.params, bank, upd.init_opt_state(opt, bank), b, keys) for b in (whole, split)]
+    (bank_w, _, m_w), (bank_s, _, m_s) = outs
+    assert max(float(jnp.abs(x - y).max()) for x, y in zip(jax.tree.leaves(bank_w), jax.tree.leaves(bank))) > 1e-4
+    for a, b in zip(jax.tree.leaves(bank_s), jax.tree.leaves(bank_w)):
+        np.testing.assert_allclose(np.asarray(a), np.asarray(b), atol=1e-5)
+    for field in ("loss", "kl", "ratio", "grad_norm"):
+        np.testing.assert_allclose(np.asarray(getattr(m_s, field)), np.asarray(getattr(m_w, field)), atol=1e-5)
