@@ -108,6 +108,10 @@ def overcooked_model(tmp_path_factory):
     return load(write_tiny_llama(tmp_path_factory.mktemp("tiny_llama_overcooked")))
 
 
+LONG = "env.horizon=16"
+"""Episodes long enough for a shaped reward (6 steps earn none, so no round would update)."""
+
+
 def overcooked_config(run_dir, *extra):
     return load_config(None, [*OVERCOOKED, f"run.out_dir={run_dir}", *extra])
 
@@ -156,14 +160,14 @@ def test_bandit_seeds_of_different_libraries_together_equal_each_seed_alone(tiny
 @pytest.mark.slow
 def test_seeds_of_different_libraries_together_equal_each_seed_alone(overcooked_model, tmp_path):
     seeds = library_seeds()
-    group = Trainer(overcooked_config(tmp_path / "group", "train.rounds=2"), model=overcooked_model, seeds=seeds)
+    group = Trainer(overcooked_config(tmp_path / "group", "train.rounds=2", LONG), model=overcooked_model, seeds=seeds)
     assert isinstance(group.game, GroupGame)
     assert [g.lib.library for g in group.game.parts] == list(CANDIDATES["overcooked"])
     together = group.run_group()
     assert load_config(tmp_path / "group" / "config.yaml").env.library == "sampled"
     for s, lib, rows in zip(seeds, CANDIDATES["overcooked"], together):
         alone_dir = tmp_path / f"alone_{s}"
-        alone = Trainer(overcooked_config(alone_dir, "train.rounds=2", f"seed={s}"), model=overcooked_model)
+        alone = Trainer(overcooked_config(alone_dir, "train.rounds=2", f"seed={s}", LONG), model=overcooked_model)
         assert alone.game.lib.library == lib
         alone_rows = alone.run()
         assert any(r["updated"] for r in rows)

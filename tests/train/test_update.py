@@ -217,20 +217,33 @@ def test_target_objective_converges_to_the_regularised_optimum():
     np.testing.assert_array_equal(np.asarray(m.clip_frac), 0.0)
 
 
-def test_shared_prefix_update_equals_whole_prompts(tiny_model):
+@pytest.mark.parametrize("backbone", [None, pytest.param("qwen3.5-2b", marks=pytest.mark.slow),
+                                      pytest.param("gemma-4-e2b-it", marks=pytest.mark.slow)])
+def test_shared_prefix_update_equals_whole_prompts(tiny_model, backbone):
     """The update that runs each minibatch's shared prompt prefix once, under the adapter, and the
     rows only after it (`update_inputs` with a known prefix, `LetterPolicy.policy_fn` with
     `prefix_tokens`) gives the same scores, gradients, losses and adapters as whole prompts,
-    within 1e-5 (float32, two epochs of plain SGD so adapter differences are gradient ones)."""
+    within 1e-5 (float32, two epochs of plain SGD so adapter differences are gradient ones). On
+    the tiny Llama by default; with `-m slow` also on test-size random Qwen3.5 (recurrent layers,
+    one row per state branch) and gemma-4 (sliding windows, shared KV)."""
+    import dataclasses
+
     import optax
 
+    from omjax.bench.round import tiny_tokenizer
     from omjax.config import PolicyConfig
+    from omjax.models import configs
     from omjax.models import lora as lora_lib
     from omjax.options.menu import MenuItem
     from omjax.train.policy import LetterPolicy
     from omjax.train.rollout import Decider, Decision, update_inputs
 
-    m = tiny_model
+    m = tiny_model if backbone is None else dataclasses.replace(
+        configs.random_model(backbone, jnp.float32, tiny=True, scale=0.2), tokenizer=tiny_tokenizer())
+    # Gated DeltaNet continues the prefix's recurrent state in another summation order than one
+    # pass over the whole prompt: float32 scores, gradients (of order 1 at these weights) and
+    # adapters agree to 1e-4 there (within 1e-5 on the other families).
+    tol = 1e-4 if backbone == "qwen3.5-2b" else 1e-5
     lcfg = LoRAConfig(rank=2, alpha=4.0, targets=("q", "k", "v", "o"))
     bank = lora_lib.init_lora(jax.random.key(3), m.family.lora_shapes(m.config), lcfg, n_agents=2)
     bank = jax.tree.map(lambda x: x + 0.1 * jax.random.normal(jax.random.key(4), x.shape), bank)
@@ -267,22 +280,22 @@ def test_shared_prefix_update_equals_whole_prompts(tiny_model):
     score = jax.jit(lambda lo, inputs: policy.policy_fn(m.params, lo, inputs))
     for field in ("logp", "dist"):
         np.testing.assert_allclose(np.asarray(getattr(score(lora0, one(split.inputs)), field)),
-                                   np.asarray(getattr(score(lora0, one(whole.inputs)), field)), atol=1e-5)
+                                   np.asarray(getattr(score(lora0, one(whole.inputs)), field)), atol=tol)
     grad = jax.jit(lambda inputs: jax.grad(lambda lo: jnp.sum(score(lo, inputs).logp * one(whole.valid)))(lora0))
     g_split, g_whole = grad(one(split.inputs)), grad(one(whole.inputs))
     assert max(float(jnp.abs(g).max()) for g in jax.tree.leaves(g_whole)) > 1e-3
     for a, b in zip(jax.tree.leaves(g_split), jax.tree.leaves(g_whole)):
-        np.testing.assert_allclose(np.asarray(a), np.asarray(b), atol=1e-5)
+        np.testing.assert_allclose(np.asarray(a), np.asarray(b), atol=tol)
 
     # The whole update: both adapters, two epochs.
     settings = upd.UpdateSettings(clip_eps=0.2, kl_coef=0.05, epochs=2, minibatch_size=2, kl_kind="exact")
-    opt = optax.sgd(0.1)
+    opt = optax.sgd(0.01)
     update = upd.make_bank_update(policy.policy_fn, opt, settings, policy.prepare)
     keys = jax.random.split(jax.random.key(6), 2)
     outs = [update(m.params, bank, upd.init_opt_state(opt, bank), b, keys) for b in (whole, split)]
     (bank_w, _, m_w), (bank_s, _, m_s) = outs
     assert max(float(jnp.abs(x - y).max()) for x, y in zip(jax.tree.leaves(bank_w), jax.tree.leaves(bank))) > 1e-4
     for a, b in zip(jax.tree.leaves(bank_s), jax.tree.leaves(bank_w)):
-        np.testing.assert_allclose(np.asarray(a), np.asarray(b), atol=1e-5)
+        np.testing.assert_allclose(np.asarray(a), np.asarray(b), atol=tol)
     for field in ("loss", "kl", "ratio", "grad_norm"):
-        np.testing.assert_allclose(np.asarray(getattr(m_s, field)), np.asarray(getattr(m_w, field)), atol=1e-5)
+        np.testing.assert_allclose(np.asarray(getattr(m_s, field)), np.asarray(getattr(m_w, field)), atol=tol)
