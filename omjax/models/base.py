@@ -377,7 +377,7 @@ def scan_layers(body: Callable, x: jax.Array, params: dict, lora_layers: dict | 
     run, the adapted top another), at `keep` and where rematerialisation stops; each run is one
     scan over its slice of the stacks, the remat policy inside its body. `remat`: True every
     layer, False none, an int n the layers below layer n (`remat_below`; the memory plan's
-    partial remat, `omjax.models.memory.remat_layers`).
+    partial remat, `omjax.train.oom.planned_remat`).
 
     Returns (x, the residual stream entering layer `keep` or None, the cache with layers
     `[lo, hi)` written, or None).
@@ -449,8 +449,7 @@ def scan_blocks(body: Callable, carry, kinds: tuple[str, ...], params: dict, lor
     trunk below `lora.top_layers`, the adapted top) and where rematerialisation stops (`remat`
     as in `scan_layers`); each run is one scan over its whole blocks, the remat policy inside
     the scanned body, and the layers left over when the run is not a multiple of its block one
-    more, shorter scan. Returns (carry, the cache with layers
-    `[lo, hi)` written, or None).
+    more, shorter scan. Returns (carry, the cache with layers `[lo, hi)` written, or None).
     """
     rank = [kinds[:i].count(kinds[i]) for i in range(len(kinds))]     # index within its kind
     remat_hi = remat_below(remat, hi)
