@@ -386,7 +386,8 @@ class TrainConfig:
 
     update_tokens: int = 0
     """Pad update sequences to at least this many tokens (then up to the length grid), so
-    rounds whose longest prompt differs still share one compiled update."""
+    rounds whose longest prompt differs still share one compiled update; where the update runs
+    the shared prompt prefix apart, its padded columns count towards this."""
 
     reuse_trunk: bool = True
     """With `lora.top_layers`, keep the frozen layers' output of each decision from its rollout
