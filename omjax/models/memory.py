@@ -22,6 +22,8 @@ from __future__ import annotations
 
 import sys
 
+from omjax.models.base import remat_below
+
 GIB = 1024 ** 3
 
 
@@ -50,7 +52,7 @@ def memory_estimate(cfg, n_agents: int, lora_rank: int, batch: int, seq: int, *,
         + batch * h * seq * seq * 4
         + tokens * lora_rank * 7 * 4)
     layer_inputs = L * tokens * d * act_bytes
-    k = (L if remat else 0) if isinstance(remat, bool) else min(int(remat), L)  # layers recomputed
+    k = remat_below(remat, L)  # layers recomputed
     # Recomputed layers keep their inputs and, one at a time, their internals; the rest keep all.
     acts = layer_inputs + (L - k) * per_layer_internals + (per_layer_internals if k else 0)
     acts *= n_agents if parallel_agents else 1

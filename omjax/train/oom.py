@@ -2,7 +2,7 @@
 RESOURCE_EXHAUSTED caught around the train loop.
 
 `check_plan(cfg, seeds)` runs before `omjax train` loads the model: it sizes the run's update
-with `memory_estimate` exactly as the trainer sizes its mesh (`Trainer._placement`: every
+with `memory_estimate` exactly as the trainer sizes its mesh (`Trainer._plan`: every
 adapter's activations at once, the base split over the model axis the trainer would choose) and
 refuses, with `PlanTooLarge` (a `ConfigError`: one line, exit code 2), a plan whose estimate
 exceeds one device's memory. The device's memory is `memory_stats()["bytes_limit"]`; a CPU
@@ -90,11 +90,13 @@ def planned_remat(cfg: Config, model_cfg: Any, n_seeds: int, n_devices: int, lim
     return True
 
 
-def plan_estimate(cfg: Config, model_cfg: Any, n_seeds: int, n_devices: int, limit: int | None) -> tuple[dict, int]:
-    """(the update's `memory_estimate` under the planned remat, devices on the model axis): the
-    trainer's own sizing."""
-    est = _estimate(cfg, model_cfg, n_seeds, planned_remat(cfg, model_cfg, n_seeds, n_devices, limit))
-    return est, _axis(cfg, est, n_devices, limit)
+def plan_estimate(cfg: Config, model_cfg: Any, n_seeds: int, n_devices: int,
+                  limit: int | None) -> tuple[dict, int, bool | int]:
+    """(the update's `memory_estimate` under the planned remat, devices on the model axis, the
+    planned remat `planned_remat`): the trainer's own sizing."""
+    remat = planned_remat(cfg, model_cfg, n_seeds, n_devices, limit)
+    est = _estimate(cfg, model_cfg, n_seeds, remat)
+    return est, _axis(cfg, est, n_devices, limit), remat
 
 
 def _need(est: dict, m: int) -> float:
@@ -120,8 +122,8 @@ def check_plan(cfg: Config, seeds: list[int] | None) -> dict | None:
 
     from omjax.models import loader
 
-    est, m = plan_estimate(cfg, loader.load_config(cfg.model.name), len(seeds or [cfg.seed]), jax.device_count(),
-                           limit)
+    est, m, _ = plan_estimate(cfg, loader.load_config(cfg.model.name), len(seeds or [cfg.seed]),
+                              jax.device_count(), limit)
     if _need(est, m) > limit:
         raise PlanTooLarge(plan_line(est, m, limit))
     return est

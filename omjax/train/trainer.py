@@ -47,7 +47,7 @@ from omjax.train.checkpoint import Checkpointer, TrainState
 from omjax.train.credit import CohortCreditor, make_credit
 from omjax.train.metrics import MetricsLog, plot_learning_curve, write_jsonl_atomic
 from omjax.train.policy import LetterPolicy, SamplePolicy
-from omjax.train.oom import device_memory, plan_estimate, planned_remat
+from omjax.train.oom import device_memory, plan_estimate
 from omjax.train.sharding import Placement, staging_device, to_host
 from omjax.train.rollout import Decider, RolloutBatch, collect_group, decision_record, segment_start, update_inputs
 from omjax.train.update import (UpdateSettings, active_minibatches, init_opt_state, make_bank_update,
@@ -164,7 +164,9 @@ class Trainer:
         cfg = self.cfg
         dtype = jnp.float32 if cfg.model.dtype == "float32" else jnp.bfloat16
         model_cfg = model.config if model is not None else loader.load_config(cfg.model.name)
-        self.placement = self._placement(devices, model_cfg)
+        self.placement, self.remat = self._plan(devices, model_cfg)
+        """The device mesh, and `train.remat` resolved (True, False, or how many layers from the
+        bottom the update recomputes)."""
         if model is None:
             # A base to be sharded is read into host memory first: it may not fit one device.
             host = staging_device() if self.placement.model_devices > 1 else None
@@ -206,16 +208,13 @@ class Trainer:
         self.round_compilations: list[int] = []
         """XLA compilations during each `round_group` call of this Trainer (0 once shapes repeat)."""
 
-    def _placement(self, devices: Sequence[Any] | None, model_cfg: Any) -> Placement:
+    def _plan(self, devices: Sequence[Any] | None, model_cfg: Any) -> tuple[Placement, bool | int]:
         """The mesh over `devices`, its model axis sized by `run.base_sharding` from the run's
-        `memory_estimate` (counted whole on each device except the base, which splits), and
-        `self.remat`, the update's rematerialisation from the same plan (`oom.planned_remat`)."""
+        `memory_estimate` (counted whole on each device except the base, which splits), and the
+        update's rematerialisation from the same plan (`oom.plan_estimate`)."""
         devices = list(jax.devices() if devices is None else devices)
-        limit = device_memory(devices)
-        self.remat = planned_remat(self.cfg, model_cfg, len(self.seeds), len(devices), limit)
-        """`train.remat` resolved: True, False, or how many layers from the bottom are recomputed."""
-        _, m = plan_estimate(self.cfg, model_cfg, len(self.seeds), len(devices), limit)
-        return Placement(devices, model_devices=m)
+        _, m, remat = plan_estimate(self.cfg, model_cfg, len(self.seeds), len(devices), device_memory(devices))
+        return Placement(devices, model_devices=m), remat
 
     # ---------------------------------------------------------------------------------------
     def _init_one(self, seed):
